@@ -1,0 +1,65 @@
+// Every op schema of the gsrender library, in one place. Backends register their kernels with
+// TORCH_LIBRARY_IMPL in csrc/cpu/*.cpp and csrc/cuda/*.cu; Python adds fake (meta) impls and
+// autograd in gsrender/ops.py.
+#include <Python.h>
+#include <torch/library.h>
+
+extern "C" {
+// Importing gsrender._C loads this library, which runs the static registrations below.
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(gsrender, m) {
+  // EWA projection of 3D Gaussians into C cameras (DESIGN §3).
+  // means [N,3], quats [N,4] wxyz, scales [N,3], opacities [N], viewmats [C,4,4], Ks [C,3,3]
+  // -> radii [C,N,2] int32 (0 = culled), means2d [C,N,2], depths [C,N], conics [C,N,3],
+  //    opacities2d [C,N] (opacity × antialiasing compensation; 0 where culled)
+  m.def(
+      "project_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor viewmats, "
+      "Tensor Ks, int width, int height, float eps2d, float near_plane, float far_plane, "
+      "float radius_clip, bool antialiased) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // -> v_means [N,3], v_quats [N,4], v_scales [N,3], v_opacities [N], v_viewmats [C,4,4]
+  m.def(
+      "project_bwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor viewmats, "
+      "Tensor Ks, int width, int height, float eps2d, bool antialiased, Tensor radii, "
+      "Tensor v_means2d, Tensor v_depths, Tensor v_conics, Tensor v_opacities2d) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+
+  // Real spherical harmonics up to degree 3 (3DGS constants), without the +0.5 offset.
+  // dirs [C,N,3] (normalised inside), coeffs [N,K,3] with K >= (degree+1)^2 -> colors [C,N,3]
+  m.def("sh_fwd(int degree, Tensor dirs, Tensor coeffs) -> Tensor");
+  // -> v_dirs [C,N,3], v_coeffs [N,K,3]
+  m.def("sh_bwd(int degree, Tensor dirs, Tensor coeffs, Tensor v_colors) -> (Tensor, Tensor)");
+
+  // Tile binning: every (camera, tile, Gaussian) intersection of the radii boxes, grouped by
+  // (camera, tile) and, when sort=True, ordered by depth inside a tile (stable otherwise).
+  // means2d [C,N,2], radii [C,N,2] int32, depths [C,N]
+  // -> tile_offsets [C,TH,TW] int32 (start of each tile's run), flatten_ids [M] int32 (c*N+n)
+  m.def(
+      "bin_tiles(Tensor means2d, Tensor radii, Tensor depths, int width, int height, "
+      "int tile_size, bool sort) -> (Tensor, Tensor)");
+
+  // Per-pixel accumulation in the matrix formulation (DESIGN §4). colors carries every channel
+  // rendered in this pass (RGB, depth, features): [C,N,CH]. mode 0 = sorted, 1 = weighted
+  // (weight_params = [sigma, beta, w_bg]). impl 0 = matrix (GEMM), 1 = scalar per-pixel loop.
+  // means2d [C,N,2], conics [C,N,3], opacities [C,N], depths [C,N], backgrounds [C,CH] or None
+  // -> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32 (one past the last tile-list
+  //    entry a pixel used), aux [C,H,W] (weighted mode: the weight sum; sorted: T_final),
+  //    stats [C,3] int64 (tile-list pairs, packed pairs evaluated, pairs that contributed)
+  m.def(
+      "rasterize_fwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
+      "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "
+      "int height, int tile_size, int mode, float[] weight_params, int impl) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // -> v_means2d [C,N,2], v_conics [C,N,3], v_opacities [C,N], v_colors [C,N,CH],
+  //    v_depths [C,N] (weighted mode only; zeros when sorted), v_backgrounds [C,CH]
+  m.def(
+      "rasterize_bwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
+      "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "
+      "int height, int tile_size, int mode, float[] weight_params, Tensor render, Tensor alphas, "
+      "Tensor last_ids, Tensor aux, Tensor v_render, Tensor v_alphas) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+}

@@ -1,0 +1,55 @@
+"""Builds gsrender._C: CPU kernels always, CUDA kernels when a CUDA toolkit and a CUDA build
+of torch are present (or FORCE_CUDA=1). GSRENDER_NO_CUDA=1 forces a CPU-only build."""
+import glob
+import os
+
+from setuptools import find_packages, setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+
+import torch
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def _want_cuda() -> bool:
+    if os.environ.get("GSRENDER_NO_CUDA", "0") == "1":
+        return False
+    if os.environ.get("FORCE_CUDA", "0") == "1":
+        return True
+    return CUDA_HOME is not None and torch.version.cuda is not None
+
+
+def _extension():
+    rel = lambda paths: sorted(os.path.relpath(p, ROOT) for p in paths)  # noqa: E731
+    sources = rel(glob.glob(os.path.join(ROOT, "csrc", "*.cpp")))
+    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))
+    include_dirs = [os.path.join(ROOT, "csrc", "include")]
+    cxx = ["-O3", "-std=c++17", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
+    define_macros = []
+    if os.environ.get("GSRENDER_DEBUG", "0") == "1":
+        cxx = ["-O0", "-g", "-std=c++17", "-fopenmp", "-Wall"]
+    if not _want_cuda():
+        return CppExtension(
+            "gsrender._C", sources, include_dirs=include_dirs, define_macros=define_macros,
+            extra_compile_args={"cxx": cxx}, extra_link_args=["-fopenmp"],
+        )
+    if not torch.cuda.is_available() and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0"
+    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))
+    nvcc = ["-O3", "-std=c++17", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr"]
+    if os.environ.get("GSRENDER_PTXAS_VERBOSE", "0") == "1":
+        nvcc.append("-Xptxas=-v")
+    return CUDAExtension(
+        "gsrender._C", sources, include_dirs=include_dirs,
+        define_macros=define_macros + [("GSRENDER_WITH_CUDA", "1")],
+        extra_compile_args={"cxx": cxx, "nvcc": nvcc}, extra_link_args=["-fopenmp"],
+    )
+
+
+setup(
+    name="gsrender",
+    version="0.1.0",
+    packages=find_packages(include=["gsrender", "gsrender.*"]),
+    ext_modules=[_extension()],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)
