@@ -24,10 +24,10 @@ def _extension():
     sources = rel(glob.glob(os.path.join(ROOT, "csrc", "*.cpp")))
     sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
-    cxx = ["-O3", "-std=c++17", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
+    cxx = ["-O3", "-std=c++20", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
     define_macros = []
     if os.environ.get("GSRENDER_DEBUG", "0") == "1":
-        cxx = ["-O0", "-g", "-std=c++17", "-fopenmp", "-Wall"]
+        cxx = ["-O0", "-g", "-std=c++20", "-fopenmp", "-Wall"]
     if not _want_cuda():
         return CppExtension(
             "gsrender._C", sources, include_dirs=include_dirs, define_macros=define_macros,
@@ -36,7 +36,7 @@ def _extension():
     if not torch.cuda.is_available() and "TORCH_CUDA_ARCH_LIST" not in os.environ:
         os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0"
     sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))
-    nvcc = ["-O3", "-std=c++17", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr"]
+    nvcc = ["-O3", "-std=c++20", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr"]
     if os.environ.get("GSRENDER_PTXAS_VERBOSE", "0") == "1":
         nvcc.append("-Xptxas=-v")
     return CUDAExtension(
