@@ -1,0 +1,58 @@
+"""Camera: one pinhole view (OpenCV world-to-camera), and stacking views for the renderer."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+
+@dataclass
+class Camera:
+    """A pinhole camera. K [3,3] float32, viewmat [4,4] float32 world-to-camera (OpenCV axes)."""
+
+    name: str
+    width: int
+    height: int
+    K: torch.Tensor
+    viewmat: torch.Tensor
+    image_path: Path | None = None
+
+    def __post_init__(self):
+        self.K = torch.as_tensor(self.K, dtype=torch.float32)
+        self.viewmat = torch.as_tensor(self.viewmat, dtype=torch.float32)
+        if self.K.shape != (3, 3):
+            raise ValueError(f"K: expected shape [3, 3], got {list(self.K.shape)} (camera {self.name!r})")
+        if self.viewmat.shape != (4, 4):
+            raise ValueError(
+                f"viewmat: expected shape [4, 4], got {list(self.viewmat.shape)} (camera {self.name!r})")
+        if not (torch.isfinite(self.K).all() and torch.isfinite(self.viewmat).all()):
+            raise ValueError(f"K/viewmat: non-finite values (camera {self.name!r})")
+        if int(self.width) != self.width or int(self.height) != self.height:
+            raise ValueError(f"width/height: must be integers, got {self.width}x{self.height}")
+        self.width, self.height = int(self.width), int(self.height)
+        if self.width <= 0 or self.height <= 0:
+            raise ValueError(f"width/height: must be positive, got {self.width}x{self.height}")
+        if self.image_path is not None:
+            self.image_path = Path(self.image_path)
+
+    def resized(self, width: int, height: int) -> Camera:
+        """The same view at another image size: K scales per axis (fx, cx by width; fy, cy by height)."""
+        K = self.K.clone()
+        K[0, :] *= width / self.width   # [3]
+        K[1, :] *= height / self.height  # [3]
+        return replace(self, width=width, height=height, K=K)
+
+
+def stack_cameras(cams: list[Camera]) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """(viewmats [C,4,4], Ks [C,3,3], width, height); all cameras must share one image size."""
+    cams = list(cams)
+    if not cams:
+        raise ValueError("cams: need at least one Camera")
+    sizes = {(c.width, c.height) for c in cams}
+    if len(sizes) != 1:
+        raise ValueError(f"cams: image sizes differ ({sorted(sizes)}); render them in separate batches")
+    width, height = sizes.pop()
+    viewmats = torch.stack([c.viewmat for c in cams])  # [C, 4, 4]
+    Ks = torch.stack([c.K for c in cams])  # [C, 3, 3]
+    return viewmats, Ks, width, height

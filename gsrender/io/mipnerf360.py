@@ -1,0 +1,79 @@
+"""Mip-NeRF 360 / 3DGS dataset folders: root/sparse/0, root/images_N/, root/point_cloud/iteration_*/."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from gsrender.io.cameras import Camera
+from gsrender.io.colmap import load_colmap_cameras
+from gsrender.io.paths import safe_join
+from gsrender.io.ply import load_ply
+
+_IMAGES_RE = re.compile(r"^images(?:_(\d+))?$")
+_ITER_RE = re.compile(r"^iteration_(\d+)$")
+
+
+def _image_size(path: Path) -> tuple[int, int]:
+    import imageio.v3 as iio
+
+    try:
+        shape = iio.improps(path).shape  # reads the header only for PNG/JPEG
+    except (OSError, ValueError, RuntimeError) as e:  # what imageio/Pillow raise for unreadable files
+        raise ValueError(f"{path}: cannot read image size ({e})") from None
+    return int(shape[1]), int(shape[0])
+
+
+def latest_point_cloud(root: str | os.PathLike) -> Path | None:
+    """root/point_cloud/iteration_<highest>/point_cloud.ply, or None (compared as numbers)."""
+    pc = Path(root) / "point_cloud"
+    if not pc.is_dir():
+        return None
+    best = None
+    for d in pc.iterdir():
+        m = _ITER_RE.match(d.name)
+        if m and (d / "point_cloud.ply").is_file() and (best is None or int(m.group(1)) > best[0]):
+            best = (int(m.group(1)), d / "point_cloud.ply")
+    return None if best is None else best[1]
+
+
+def load_mipnerf360_scene(root: str | os.PathLike, images: str = "images_4", split: str = "test",
+                          llff_hold: int = 8) -> dict:
+    """dict(cameras=list[Camera], model=GaussianModel | None, image_paths=list[Path]) for one split.
+
+    Cameras are sorted by image name; the test split is every llff_hold-th one (idx % llff_hold == 0),
+    as in 3DGS's --eval. Intrinsics are divided by N for images_N and then fitted to the actual image
+    size when the image folder exists (the folders are made by rounding resizes).
+    """
+    root = Path(root)
+    m = _IMAGES_RE.match(images)
+    if not m:
+        raise ValueError(f"images: expected 'images' or 'images_N', got {images!r}")
+    factor = int(m.group(1) or 1)
+    if factor < 1:
+        raise ValueError(f"images: downscale factor must be >= 1, got {images!r}")
+    if split not in ("test", "train", "all"):
+        raise ValueError(f"split: expected 'test', 'train' or 'all', got {split!r}")
+    if int(llff_hold) != llff_hold or llff_hold < 1:
+        raise ValueError(f"llff_hold: must be a positive integer, got {llff_hold}")
+    sparse = root / "sparse" / "0"
+    if not sparse.is_dir():
+        raise ValueError(f"root: no COLMAP model at {sparse}")
+    image_dir = safe_join(root, images, "images")
+    cams = load_colmap_cameras(sparse, images_dir=image_dir, downscale=factor)
+    if split != "all":
+        test = split == "test"
+        cams = [c for i, c in enumerate(cams) if (i % llff_hold == 0) == test]
+
+    if image_dir.is_dir():
+        out: list[Camera] = []
+        for c in cams:
+            if not c.image_path.is_file():
+                raise ValueError(f"root: image {c.name!r} listed in {sparse} is missing from {image_dir}")
+            w, h = _image_size(c.image_path)
+            out.append(c if (w, h) == (c.width, c.height) else c.resized(w, h))
+        cams = out
+
+    ply = latest_point_cloud(root)
+    return {"cameras": cams, "model": None if ply is None else load_ply(ply),
+            "image_paths": [c.image_path for c in cams]}
