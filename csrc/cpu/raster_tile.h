@@ -1,0 +1,217 @@
+// The CPU rasterizer's unit of work (DESIGN §5, CPU mirror): one (camera, tile) task, its
+// Gaussians gathered once, then 8×4-pixel sub-tiles (the GPU warp's 32 pixels) each walking the
+// tile's depth-ordered list packed to the Gaussians whose support meets the sub-tile.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "gsrender/alpha.h"
+#include "gsrender/checks.h"
+#include "gsrender/tiles.h"
+
+namespace gsrender {
+namespace cpu {
+
+constexpr int kSubW = 8, kSubH = 4, kSubPixels = kSubW * kSubH;
+constexpr int kBatch = 32;  // Gaussians per W block (the GEMM's k dimension)
+
+template <typename T>
+struct RasterArgs {
+  const T* means2d;    // [C, N, 2]
+  const T* conics;     // [C, N, 3]
+  const T* opacities;  // [C, N]
+  const T* colors;     // [C, N, CH]
+  const T* depths;     // [C, N]
+  const T* backgrounds;  // [C, CH] or nullptr
+  const int32_t* tile_offsets;  // [C, TH, TW]
+  const int32_t* flatten_ids;   // [M]
+  int64_t C, N, CH, M;
+  int width, height, tile_size, TW, TH;
+  RasterMode mode;
+  T sigma_w, beta, w_bg;  // weighted mode's φ and background weight
+
+  // [start, end) of tile t's run in flatten_ids (t indexes [C, TH, TW])
+  int32_t tile_start(int64_t t) const { return tile_offsets[t]; }
+  int32_t tile_end(int64_t t) const {
+    return t + 1 < C * TH * TW ? tile_offsets[t + 1] : static_cast<int32_t>(M);
+  }
+};
+
+// Validates the tensors every rasterize op shares and fills RasterArgs (pointers into the
+// contiguous tensors the caller keeps alive).
+struct RasterInputs {
+  at::Tensor means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids;
+};
+
+inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Tensor& conics,
+                                        const at::Tensor& opacities, const at::Tensor& colors,
+                                        const at::Tensor& depths,
+                                        const c10::optional<at::Tensor>& backgrounds,
+                                        const at::Tensor& tile_offsets,
+                                        const at::Tensor& flatten_ids, int64_t width,
+                                        int64_t height, int64_t tile_size, int64_t mode,
+                                        at::ArrayRef<double> weight_params) {
+  check_shape(means2d, "means2d", {-1, -1, 2});
+  check_floating(means2d, "means2d");
+  const int64_t C = means2d.size(0), N = means2d.size(1);
+  const auto dt = means2d.scalar_type();
+  const auto dev = means2d.device();
+  check_shape(conics, "conics", {C, N, 3});
+  check_shape(opacities, "opacities", {C, N});
+  check_shape(colors, "colors", {C, N, -1});
+  check_shape(depths, "depths", {C, N});
+  TORCH_CHECK_VALUE(colors.size(2) >= 1 && colors.size(2) <= 4096,
+                    "colors must have 1 to 4096 channels, got ", colors.size(2));
+  for (auto [t, n] : {std::pair{&conics, "conics"}, {&opacities, "opacities"},
+                      {&colors, "colors"}, {&depths, "depths"}}) {
+    check_float(*t, n, dt);
+    check_device(*t, n, dev);
+  }
+  at::Tensor bg;
+  if (backgrounds.has_value() && backgrounds->defined()) {
+    bg = *backgrounds;
+    check_shape(bg, "backgrounds", {C, colors.size(2)});
+    check_float(bg, "backgrounds", dt);
+    check_device(bg, "backgrounds", dev);
+    bg = bg.contiguous();
+  }
+  TORCH_CHECK_VALUE(width > 0 && height > 0, "width and height must be positive, got ", width,
+                    "x", height);
+  TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
+                    tile_size);
+  const int64_t TH = (height + tile_size - 1) / tile_size, TW = (width + tile_size - 1) / tile_size;
+  check_shape(tile_offsets, "tile_offsets", {C, TH, TW});
+  check_int32(tile_offsets, "tile_offsets");
+  check_shape(flatten_ids, "flatten_ids", {-1});
+  check_int32(flatten_ids, "flatten_ids");
+  check_device(tile_offsets, "tile_offsets", dev);
+  check_device(flatten_ids, "flatten_ids", dev);
+  TORCH_CHECK_VALUE(mode == 0 || mode == 1, "mode must be 0 (sorted) or 1 (weighted), got ",
+                    mode);
+  TORCH_CHECK_VALUE(mode == 0 || weight_params.size() == 3,
+                    "weight_params must be [sigma, beta, w_bg] in weighted mode");
+  if (mode == 1)
+    TORCH_CHECK_VALUE(weight_params[0] >= 0 && weight_params[1] > 0 && weight_params[2] > 0,
+                      "weight_params need sigma >= 0, beta > 0, w_bg > 0");
+  return {means2d.contiguous(), conics.contiguous(),       opacities.contiguous(),
+          colors.contiguous(),  depths.contiguous(),       bg,
+          tile_offsets.contiguous(), flatten_ids.contiguous()};
+}
+
+// Host-side sanity of the binning arrays (untrusted when the op is called directly): offsets
+// non-decreasing within [0, M] and every id inside its camera.
+inline void check_binning(const RasterInputs& in) {
+  const int64_t M = in.flatten_ids.numel(), C = in.means2d.size(0), N = in.means2d.size(1);
+  const int32_t* off = in.tile_offsets.data_ptr<int32_t>();
+  const int64_t T = in.tile_offsets.numel();
+  const int64_t tiles_per_cam = C > 0 ? T / C : 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t end = t + 1 < T ? off[t + 1] : M;
+    TORCH_CHECK_VALUE(off[t] >= 0 && off[t] <= end && end <= M,
+                      "tile_offsets must be non-decreasing within [0, len(flatten_ids)]");
+    const int32_t* ids = in.flatten_ids.data_ptr<int32_t>();
+    const int64_t cam = t / tiles_per_cam;
+    for (int64_t i = off[t]; i < end; ++i)
+      TORCH_CHECK_VALUE(ids[i] >= cam * N && ids[i] < (cam + 1) * N,
+                        "flatten_ids holds an id outside its camera's Gaussians");
+  }
+}
+
+template <typename T>
+RasterArgs<T> make_raster_args(const RasterInputs& in, int64_t width, int64_t height,
+                               int64_t tile_size, int64_t mode,
+                               at::ArrayRef<double> weight_params) {
+  RasterArgs<T> a;
+  a.means2d = in.means2d.data_ptr<T>();
+  a.conics = in.conics.data_ptr<T>();
+  a.opacities = in.opacities.data_ptr<T>();
+  a.colors = in.colors.data_ptr<T>();
+  a.depths = in.depths.data_ptr<T>();
+  a.backgrounds = in.backgrounds.defined() ? in.backgrounds.data_ptr<T>() : nullptr;
+  a.tile_offsets = in.tile_offsets.data_ptr<int32_t>();
+  a.flatten_ids = in.flatten_ids.data_ptr<int32_t>();
+  a.C = in.means2d.size(0), a.N = in.means2d.size(1), a.CH = in.colors.size(2);
+  a.M = in.flatten_ids.numel();
+  a.width = width, a.height = height, a.tile_size = tile_size;
+  a.TW = (width + tile_size - 1) / tile_size, a.TH = (height + tile_size - 1) / tile_size;
+  a.mode = static_cast<RasterMode>(mode);
+  a.sigma_w = mode == 1 ? weight_params[0] : 0;
+  a.beta = mode == 1 ? weight_params[1] : 1;
+  a.w_bg = mode == 1 ? weight_params[2] : 0;
+  return a;
+}
+
+// One Gaussian of a tile's list, gathered once per tile (SoA would vectorise the α loop better;
+// the exp dominates either way).
+template <typename T>
+struct TileGaussian {
+  T mx, my, a, b, c, opacity, phi;  // phi: weighted mode's depth weight φ(z)
+  PixelBox box;                     // pixels it can reach with α ≥ 1/255
+  int32_t id;                       // flat index c*N + n
+};
+
+template <typename T>
+void gather_tile(const RasterArgs<T>& a, int32_t start, int32_t end,
+                 std::vector<TileGaussian<T>>& out) {
+  out.resize(end - start);
+  for (int32_t i = start; i < end; ++i) {
+    TileGaussian<T>& g = out[i - start];
+    const int32_t id = a.flatten_ids[i];
+    g.id = id;
+    g.mx = a.means2d[2 * id], g.my = a.means2d[2 * id + 1];
+    g.a = a.conics[3 * id], g.b = a.conics[3 * id + 1], g.c = a.conics[3 * id + 2];
+    g.opacity = a.opacities[id];
+    g.phi = a.mode == RasterMode::kWeighted ? depth_weight<T>(a.depths[id], a.sigma_w, a.beta)
+                                            : T(1);
+    T ex, ey;
+    if (support_extent<T>(g.a, g.b, g.c, g.opacity, &ex, &ey)) {
+      g.box.x0 = static_cast<int>(std::ceil(g.mx - ex - T(0.5)));
+      g.box.x1 = static_cast<int>(std::floor(g.mx + ex - T(0.5)));
+      g.box.y0 = static_cast<int>(std::ceil(g.my - ey - T(0.5)));
+      g.box.y1 = static_cast<int>(std::floor(g.my + ey - T(0.5)));
+    } else {
+      g.box = {0, 0, -1, -1};
+    }
+  }
+}
+
+// The pixels of one 8×4 sub-tile; pixels outside the image or the tile are inactive.
+struct SubTile {
+  int x0, y0, x1, y1;  // inclusive pixel range actually inside image and tile
+  int n_valid;
+  bool valid(int p, int ox, int oy) const {
+    const int x = ox + p % kSubW, y = oy + p / kSubW;
+    return x <= x1 && y <= y1;
+  }
+};
+
+// Calls fn(origin_x, origin_y, SubTile) for every sub-tile of tile (tx, ty).
+template <typename Fn>
+void for_each_subtile(int tx, int ty, int tile_size, int width, int height, Fn&& fn) {
+  const int tx0 = tx * tile_size, ty0 = ty * tile_size;
+  const int tx1 = std::min(tx0 + tile_size, width) - 1, ty1 = std::min(ty0 + tile_size, height) - 1;
+  for (int oy = ty0; oy <= ty1; oy += kSubH)
+    for (int ox = tx0; ox <= tx1; ox += kSubW) {
+      SubTile st;
+      st.x0 = ox, st.y0 = oy;
+      st.x1 = std::min({ox + kSubW - 1, tx1}), st.y1 = std::min({oy + kSubH - 1, ty1});
+      st.n_valid = (st.x1 - st.x0 + 1) * (st.y1 - st.y0 + 1);
+      fn(ox, oy, st);
+    }
+}
+
+// Sub-tile packing: positions (into the tile's list) of the Gaussians whose support box meets
+// the sub-tile, in list (depth) order.
+template <typename T>
+void pack_subtile(const std::vector<TileGaussian<T>>& gs, int32_t n, const SubTile& st,
+                  std::vector<int32_t>& packed) {
+  packed.clear();
+  for (int32_t i = 0; i < n; ++i)
+    if (gs[i].box.meets(st.x0, st.y0, st.x1, st.y1)) packed.push_back(i);
+}
+
+}  // namespace cpu
+}  // namespace gsrender

@@ -1,0 +1,260 @@
+// CPU backward rasterizer (DESIGN §4 backward): per sub-tile, recompute the forward's α and
+// transmittance for the packed list, then walk batches back to front:
+//   dW = G·Fᵀ and dF += Wᵀ·G as blocked GEMMs, dA from the carried suffix sums, and the
+// elementwise chain to the 2D parameters. Per-tile partial gradients are reduced locally and
+// added to the global buffers once per (tile, Gaussian).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "gemm.h"
+#include "raster_tile.h"
+
+namespace gsrender {
+namespace cpu {
+namespace {
+
+template <typename T>
+struct BwdIO {
+  const T* render;    // [C, H, W, CH]
+  const T* alphas;    // [C, H, W]
+  const int32_t* last_ids;  // [C, H, W]
+  const T* aux;       // [C, H, W]
+  const T* v_render;  // [C, H, W, CH]
+  const T* v_alphas;  // [C, H, W]
+  T *v_means2d, *v_conics, *v_opacities, *v_colors, *v_depths, *v_backgrounds;
+};
+
+template <typename T>
+struct BwdScratch {
+  std::vector<TileGaussian<T>> gs;
+  std::vector<int32_t> packed;
+  std::vector<T> alpha, trans;      // [kSubPixels, n_packed] recomputed α and T before it
+  std::vector<T> g;                 // [kSubPixels, CH] upstream gradient (scaled in weighted)
+  std::vector<T> w, dw;             // [kSubPixels, kBatch]
+  std::vector<const T*> rows;       // [kBatch]
+  std::vector<T*> drows;            // [kBatch]
+  std::vector<AlphaGrad<T>> grad2d; // [n] per tile-list entry
+  std::vector<T> dcolor;            // [n, CH]
+  std::vector<T> ddepth;            // [n]
+  std::vector<char> touched;        // [n]
+  std::vector<T> dbg;               // [CH]
+};
+
+template <typename T>
+void backward_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t end, int ox,
+                      int oy, const SubTile& st, BwdScratch<T>& s, const BwdIO<T>& io) {
+  const int64_t CH = a.CH;
+  const bool sorted = a.mode == RasterMode::kSorted;
+  const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
+  int64_t pix[kSubPixels];
+  int32_t last[kSubPixels];
+  T t_final[kSubPixels], acc[kSubPixels], g_out[kSubPixels], v_alpha[kSubPixels];
+  int32_t limit = 0;
+  bool any = false;
+  for (int p = 0; p < kSubPixels; ++p) {
+    T* gp = s.g.data() + p * CH;
+    pix[p] = -1, last[p] = 0, t_final[p] = 0, acc[p] = 0, g_out[p] = 0, v_alpha[p] = 0;
+    std::fill(gp, gp + CH, T(0));
+    if (!st.valid(p, ox, oy)) continue;
+    const int x = ox + p % kSubW, y = oy + p / kSubW;
+    pix[p] = (cam * a.height + y) * a.width + x;
+    last[p] = io.last_ids[pix[p]] - start;
+    limit = std::max(limit, last[p]);
+    v_alpha[p] = io.v_alphas[pix[p]];
+    const T* vr = io.v_render + pix[p] * CH;
+    if (sorted) {
+      t_final[p] = io.aux[pix[p]];
+      T g_bg = 0;
+      for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c], g_bg += bg ? vr[c] * bg[c] : T(0);
+      // suffix-sum seed: the background and alpha-output terms of dA (DESIGN §4)
+      acc[p] = t_final[p] * (g_bg - v_alpha[p]);
+      for (int64_t c = 0; c < CH; ++c) s.dbg[c] += t_final[p] * vr[c];
+    } else {
+      t_final[p] = T(1) - io.alphas[pix[p]];
+      const T inv = T(1) / io.aux[pix[p]];
+      const T* out = io.render + pix[p] * CH;
+      for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c] * inv, g_out[p] += gp[c] * out[c];
+      for (int64_t c = 0; c < CH; ++c) s.dbg[c] += a.w_bg * gp[c];
+    }
+    any = true;
+  }
+  if (!any) return;
+  pack_subtile(s.gs, sorted ? limit : end - start, st, s.packed);
+  const int np = static_cast<int>(s.packed.size());
+  if (np == 0) return;
+
+  // α (and, sorted, the transmittance before each Gaussian) for every packed pair, recomputed
+  // front to back exactly as the forward did.
+  s.alpha.assign(size_t(kSubPixels) * np, T(0));
+  s.trans.assign(size_t(kSubPixels) * np, T(0));
+  for (int p = 0; p < kSubPixels; ++p) {
+    if (pix[p] < 0) continue;
+    const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
+    T tr = 1;
+    for (int k = 0; k < np; ++k) {
+      const int32_t i = s.packed[k];
+      if (sorted && i >= last[p]) break;
+      const TileGaussian<T>& g = s.gs[i];
+      const T al = pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
+      if (al == T(0)) continue;
+      s.alpha[size_t(p) * np + k] = al;
+      s.trans[size_t(p) * np + k] = tr;
+      tr *= T(1) - al;
+    }
+  }
+
+  // Batches back to front (the order matters only for the sorted suffix sums).
+  for (int k1 = np; k1 > 0; k1 -= kBatch) {
+    const int k0 = std::max(0, k1 - kBatch), nb = k1 - k0;
+    for (int k = 0; k < nb; ++k) {
+      const int32_t i = s.packed[k0 + k];
+      s.rows[k] = a.colors + static_cast<int64_t>(s.gs[i].id) * CH;
+      s.drows[k] = s.dcolor.data() + static_cast<int64_t>(i) * CH;
+      s.touched[i] = 1;
+    }
+    for (int p = 0; p < kSubPixels; ++p)
+      for (int k = 0; k < nb; ++k) {
+        const size_t e = size_t(p) * np + k0 + k;
+        const T al = s.alpha[e];
+        s.w[p * kBatch + k] = sorted ? al * s.trans[e] : al * s.gs[s.packed[k0 + k]].phi;
+      }
+    dot_rows<T>(s.dw.data(), kBatch, s.g.data(), CH, s.rows.data(), kSubPixels, nb, CH);
+    accumulate_transposed<T>(s.drows.data(), s.w.data(), kBatch, s.g.data(), CH, kSubPixels, nb,
+                             CH);
+    for (int p = 0; p < kSubPixels; ++p) {
+      if (pix[p] < 0) continue;
+      const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
+      for (int k = nb - 1; k >= 0; --k) {
+        const size_t e = size_t(p) * np + k0 + k;
+        const T al = s.alpha[e];
+        if (al == T(0)) continue;
+        const int32_t i = s.packed[k0 + k];
+        const TileGaussian<T>& g = s.gs[i];
+        const T wk = s.w[p * kBatch + k], dwk = s.dw[p * kBatch + k];
+        T v_al;
+        if (sorted) {
+          v_al = s.trans[e] * dwk - acc[p] / (T(1) - al);
+          acc[p] += wk * dwk;
+        } else {
+          const T dw_net = dwk - g_out[p];  // d(N/S)/dw = (f − OUT)/S
+          v_al = dw_net * g.phi + v_alpha[p] * t_final[p] / (T(1) - al);
+          s.ddepth[i] += dw_net * al *
+                         depth_weight_dz<T>(a.depths[g.id], g.phi, a.sigma_w, a.beta);
+        }
+        s.grad2d[i].add(v_al, al, g.opacity, g.a, g.b, g.c, g.mx - px, g.my - py);
+      }
+    }
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
+                  const at::Tensor& opacities, const at::Tensor& colors, const at::Tensor& depths,
+                  const c10::optional<at::Tensor>& backgrounds, const at::Tensor& tile_offsets,
+                  const at::Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size,
+                  int64_t mode, at::ArrayRef<double> weight_params, const at::Tensor& render,
+                  const at::Tensor& alphas, const at::Tensor& last_ids, const at::Tensor& aux,
+                  const at::Tensor& v_render, const at::Tensor& v_alphas) {
+  const RasterInputs in =
+      check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
+                          flatten_ids, width, height, tile_size, mode, weight_params);
+  check_binning(in);
+  const int64_t C = means2d.size(0), N = means2d.size(1), CH = colors.size(2);
+  const auto dt = means2d.scalar_type();
+  check_shape(render, "render", {C, height, width, CH});
+  check_shape(alphas, "alphas", {C, height, width, 1});
+  check_shape(last_ids, "last_ids", {C, height, width});
+  check_shape(aux, "aux", {C, height, width});
+  check_shape(v_render, "v_render", {C, height, width, CH});
+  check_shape(v_alphas, "v_alphas", {C, height, width, 1});
+  check_int32(last_ids, "last_ids");
+  for (auto [t, n] : {std::pair{&render, "render"}, {&alphas, "alphas"}, {&aux, "aux"},
+                      {&v_render, "v_render"}, {&v_alphas, "v_alphas"}})
+    check_float(*t, n, dt);
+  const auto last_c = last_ids.contiguous();
+  {
+    const int32_t* l = last_c.data_ptr<int32_t>();
+    const int64_t M = flatten_ids.numel();
+    for (int64_t i = 0; i < last_c.numel(); ++i)
+      TORCH_CHECK_VALUE(l[i] >= 0 && l[i] <= M, "last_ids holds an index outside flatten_ids");
+  }
+  const auto render_c = render.contiguous(), alphas_c = alphas.contiguous(),
+             aux_c = aux.contiguous(), v_render_c = v_render.contiguous(),
+             v_alphas_c = v_alphas.contiguous();
+  auto opts = means2d.options();
+  auto v_means2d = at::zeros({C, N, 2}, opts);
+  auto v_conics = at::zeros({C, N, 3}, opts);
+  auto v_opacities = at::zeros({C, N}, opts);
+  auto v_colors = at::zeros({C, N, CH}, opts);
+  auto v_depths = at::zeros({C, N}, opts);
+  auto v_backgrounds = at::zeros({C, CH}, opts);
+  AT_DISPATCH_FLOATING_TYPES(dt, "rasterize_bwd_cpu", [&] {
+    using T = scalar_t;
+    const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
+    const BwdIO<T> io{render_c.data_ptr<T>(),   alphas_c.data_ptr<T>(),
+                      last_c.data_ptr<int32_t>(), aux_c.data_ptr<T>(),
+                      v_render_c.data_ptr<T>(), v_alphas_c.data_ptr<T>(),
+                      v_means2d.data_ptr<T>(),  v_conics.data_ptr<T>(),
+                      v_opacities.data_ptr<T>(), v_colors.data_ptr<T>(),
+                      v_depths.data_ptr<T>(),   v_backgrounds.data_ptr<T>()};
+    const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
+    at::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
+      BwdScratch<T> s;
+      s.g.resize(kSubPixels * CH);
+      s.w.resize(kSubPixels * kBatch);
+      s.dw.resize(kSubPixels * kBatch);
+      s.rows.resize(kBatch);
+      s.drows.resize(kBatch);
+      s.dbg.assign(CH, T(0));
+      int64_t dbg_cam = begin / std::max<int64_t>(tiles_per_cam, 1);
+      auto flush_dbg = [&] {
+        for (int64_t c = 0; c < CH; ++c)
+          if (s.dbg[c] != T(0)) atomic_add<T>(io.v_backgrounds + dbg_cam * CH + c, s.dbg[c]);
+        std::fill(s.dbg.begin(), s.dbg.end(), T(0));
+      };
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t cam = t / tiles_per_cam;
+        if (cam != dbg_cam) flush_dbg(), dbg_cam = cam;
+        const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
+        const int32_t start = a.tile_start(t), stop = a.tile_end(t);
+        const int32_t n = stop - start;
+        gather_tile(a, start, stop, s.gs);
+        s.grad2d.assign(n, AlphaGrad<T>());
+        s.dcolor.assign(size_t(n) * CH, T(0));
+        s.ddepth.assign(n, T(0));
+        s.touched.assign(n, 0);
+        for_each_subtile(tx, ty, a.tile_size, a.width, a.height,
+                         [&](int ox, int oy, const SubTile& sub) {
+                           backward_subtile(a, cam, start, stop, ox, oy, sub, s, io);
+                         });
+        for (int32_t i = 0; i < n; ++i) {
+          if (!s.touched[i]) continue;
+          const int64_t id = s.gs[i].id;
+          const AlphaGrad<T>& g = s.grad2d[i];
+          atomic_add<T>(io.v_means2d + 2 * id, g.v_mean_x);
+          atomic_add<T>(io.v_means2d + 2 * id + 1, g.v_mean_y);
+          atomic_add<T>(io.v_conics + 3 * id, g.v_a);
+          atomic_add<T>(io.v_conics + 3 * id + 1, g.v_b);
+          atomic_add<T>(io.v_conics + 3 * id + 2, g.v_c);
+          atomic_add<T>(io.v_opacities + id, g.v_opacity);
+          if (s.ddepth[i] != T(0)) atomic_add<T>(io.v_depths + id, s.ddepth[i]);
+          const T* d = s.dcolor.data() + size_t(i) * CH;
+          T* dst = io.v_colors + id * CH;
+          for (int64_t c = 0; c < CH; ++c)
+            if (d[c] != T(0)) atomic_add<T>(dst + c, d[c]);
+        }
+      }
+      flush_dbg();
+    });
+  });
+  if (!(backgrounds.has_value() && backgrounds->defined())) v_backgrounds.zero_();
+  return {v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds};
+}
+
+}  // namespace
+}  // namespace cpu
+
+TORCH_LIBRARY_IMPL(gsrender, CPU, m) { m.impl("rasterize_bwd", &cpu::rasterize_bwd_cpu); }
+
+}  // namespace gsrender

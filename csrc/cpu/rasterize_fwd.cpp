@@ -1,0 +1,252 @@
+// CPU forward rasterizer in the matrix formulation (DESIGN §4): per sub-tile and batch of packed
+// Gaussians, build W (P×K) with the exact transmittance scan, then OUT += W·F as a blocked GEMM.
+// impl = scalar keeps the one-pixel-at-a-time 3DGS loop as the in-house baseline.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "gemm.h"
+#include "raster_tile.h"
+
+namespace gsrender {
+namespace cpu {
+namespace {
+
+template <typename T>
+struct FwdOutputs {
+  T* render;         // [C, H, W, CH]
+  T* alphas;         // [C, H, W]
+  int32_t* last_ids; // [C, H, W]
+  T* aux;            // [C, H, W]: sorted T_final; weighted Σw + w_bg
+};
+
+// Per-thread scratch, reused across tiles.
+template <typename T>
+struct FwdScratch {
+  std::vector<TileGaussian<T>> gs;
+  std::vector<T> out;        // [kSubPixels, CH]
+  std::vector<T> w;          // [kSubPixels, kBatch]
+  std::vector<const T*> rows;  // [kBatch] feature rows of the packed batch
+  std::vector<int32_t> pos;    // [kBatch] list positions of the packed batch
+  int64_t listed = 0, computed = 0, useful = 0;
+};
+
+// Pixel state across batches of one sub-tile.
+template <typename T>
+struct PixelState {
+  T trans[kSubPixels];   // sorted: transmittance; weighted: Π(1-α)
+  T wsum[kSubPixels];    // weighted: Σ α·φ
+  int32_t last[kSubPixels];
+  bool active[kSubPixels];
+  int n_active;
+};
+
+// W for one batch (sorted mode): the exclusive transmittance scan along k with 3DGS's early
+// stop, sequential per pixel exactly as sequential compositing.
+template <typename T>
+void batch_weights_sorted(const std::vector<TileGaussian<T>>& gs, const int32_t* pos, int nb,
+                          int32_t list_start, int ox, int oy, PixelState<T>& ps, T* w,
+                          int64_t& useful) {
+  for (int p = 0; p < kSubPixels; ++p) {
+    T* wp = w + p * kBatch;
+    std::fill(wp, wp + nb, T(0));
+    if (!ps.active[p]) continue;
+    const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
+    T tr = ps.trans[p];
+    for (int k = 0; k < nb; ++k) {
+      const TileGaussian<T>& g = gs[pos[k]];
+      const T alpha = pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
+      if (alpha == T(0)) continue;
+      const T next = tr * (T(1) - alpha);
+      if (next < T(kTransmittanceMin)) {
+        ps.active[p] = false;
+        --ps.n_active;
+        break;
+      }
+      wp[k] = alpha * tr;
+      tr = next;
+      ps.last[p] = list_start + pos[k] + 1;
+      ++useful;
+    }
+    ps.trans[p] = tr;
+  }
+}
+
+// W for one batch (weighted mode): w = α·φ(z); no order, no stop.
+template <typename T>
+void batch_weights_weighted(const std::vector<TileGaussian<T>>& gs, const int32_t* pos, int nb,
+                            int ox, int oy, PixelState<T>& ps, T* w, int64_t& useful) {
+  for (int p = 0; p < kSubPixels; ++p) {
+    T* wp = w + p * kBatch;
+    std::fill(wp, wp + nb, T(0));
+    if (!ps.active[p]) continue;
+    const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
+    for (int k = 0; k < nb; ++k) {
+      const TileGaussian<T>& g = gs[pos[k]];
+      const T alpha = pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
+      if (alpha == T(0)) continue;
+      wp[k] = alpha * g.phi;
+      ps.wsum[p] += wp[k];
+      ps.trans[p] *= T(1) - alpha;
+      ++useful;
+    }
+  }
+}
+
+template <typename T>
+void render_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t end, int ox,
+                    int oy, const SubTile& st, FwdScratch<T>& s, const FwdOutputs<T>& o) {
+  const int64_t CH = a.CH;
+  const bool sorted = a.mode == RasterMode::kSorted;
+  PixelState<T> ps;
+  ps.n_active = 0;
+  for (int p = 0; p < kSubPixels; ++p) {
+    ps.trans[p] = T(1), ps.wsum[p] = T(0), ps.last[p] = start;
+    ps.active[p] = st.valid(p, ox, oy);
+    ps.n_active += ps.active[p];
+  }
+  std::fill(s.out.begin(), s.out.begin() + kSubPixels * CH, T(0));
+  const int32_t n = end - start;
+  int nb = 0;
+  auto flush = [&] {
+    if (nb == 0) return;
+    s.computed += int64_t(nb) * ps.n_active;
+    if (sorted)
+      batch_weights_sorted(s.gs, s.pos.data(), nb, start, ox, oy, ps, s.w.data(), s.useful);
+    else
+      batch_weights_weighted(s.gs, s.pos.data(), nb, ox, oy, ps, s.w.data(), s.useful);
+    accumulate_rows<T>(s.out.data(), CH, s.w.data(), kBatch, s.rows.data(), kSubPixels, nb, CH);
+    nb = 0;
+  };
+  int32_t i = 0;
+  for (; i < n && ps.n_active > 0; ++i) {
+    const TileGaussian<T>& g = s.gs[i];
+    if (!g.box.meets(st.x0, st.y0, st.x1, st.y1)) continue;  // packing
+    s.pos[nb] = i;
+    s.rows[nb] = a.colors + static_cast<int64_t>(g.id) * CH;  // lazy fetch: only packed rows
+    if (++nb == kBatch) flush();
+  }
+  flush();
+  s.listed += int64_t(i) * st.n_valid;
+
+  const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
+  for (int p = 0; p < kSubPixels; ++p) {
+    if (!st.valid(p, ox, oy)) continue;
+    const int x = ox + p % kSubW, y = oy + p / kSubW;
+    const int64_t pix = (cam * a.height + y) * a.width + x;
+    T* dst = o.render + pix * CH;
+    const T* acc = s.out.data() + p * CH;
+    const T tr = ps.trans[p];
+    if (sorted) {
+      for (int64_t c = 0; c < CH; ++c) dst[c] = acc[c] + (bg ? tr * bg[c] : T(0));
+      o.aux[pix] = tr;
+      o.last_ids[pix] = ps.last[p];
+    } else {
+      const T denom = ps.wsum[p] + a.w_bg;
+      for (int64_t c = 0; c < CH; ++c) dst[c] = (acc[c] + (bg ? a.w_bg * bg[c] : T(0))) / denom;
+      o.aux[pix] = denom;
+      o.last_ids[pix] = end;
+    }
+    o.alphas[pix] = T(1) - tr;
+  }
+}
+
+// The 3DGS/gsplat-style baseline: one pixel at a time over the whole tile list, channel loop
+// per Gaussian. Sorted mode only (weighted uses the matrix path).
+template <typename T>
+void render_tile_scalar(const RasterArgs<T>& a, int64_t cam, int tx, int ty, int32_t start,
+                        int32_t end, const std::vector<TileGaussian<T>>& gs,
+                        const FwdOutputs<T>& o) {
+  const int64_t CH = a.CH;
+  const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
+  const int x0 = tx * a.tile_size, y0 = ty * a.tile_size;
+  for (int y = y0; y < std::min(y0 + a.tile_size, a.height); ++y)
+    for (int x = x0; x < std::min(x0 + a.tile_size, a.width); ++x) {
+      const int64_t pix = (cam * a.height + y) * a.width + x;
+      T* dst = o.render + pix * CH;
+      std::fill(dst, dst + CH, T(0));
+      T tr = 1;
+      int32_t last = start;
+      const T px = x + T(0.5), py = y + T(0.5);
+      for (int32_t i = 0; i < end - start; ++i) {
+        const TileGaussian<T>& g = gs[i];
+        const T alpha =
+            pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
+        if (alpha == T(0)) continue;
+        const T next = tr * (T(1) - alpha);
+        if (next < T(kTransmittanceMin)) break;
+        const T wgt = alpha * tr;
+        const T* f = a.colors + static_cast<int64_t>(g.id) * CH;
+        for (int64_t c = 0; c < CH; ++c) dst[c] += wgt * f[c];
+        tr = next;
+        last = start + i + 1;
+      }
+      if (bg)
+        for (int64_t c = 0; c < CH; ++c) dst[c] += tr * bg[c];
+      o.alphas[pix] = T(1) - tr;
+      o.aux[pix] = tr;
+      o.last_ids[pix] = last;
+    }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize_fwd_cpu(
+    const at::Tensor& means2d, const at::Tensor& conics, const at::Tensor& opacities,
+    const at::Tensor& colors, const at::Tensor& depths,
+    const c10::optional<at::Tensor>& backgrounds, const at::Tensor& tile_offsets,
+    const at::Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size, int64_t mode,
+    at::ArrayRef<double> weight_params, int64_t impl) {
+  const RasterInputs in =
+      check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
+                          flatten_ids, width, height, tile_size, mode, weight_params);
+  TORCH_CHECK_VALUE(impl == 0 || impl == 1, "impl must be 0 (matrix) or 1 (scalar), got ", impl);
+  TORCH_CHECK_VALUE(impl == 0 || mode == 0, "the scalar impl renders sorted mode only");
+  check_binning(in);
+  const int64_t C = means2d.size(0), CH = colors.size(2);
+  auto opts = means2d.options();
+  auto render = at::empty({C, height, width, CH}, opts);
+  auto alphas = at::empty({C, height, width, 1}, opts);
+  auto last_ids = at::empty({C, height, width}, opts.dtype(at::kInt));
+  auto aux = at::empty({C, height, width}, opts);
+  auto stats = at::zeros({C, 3}, opts.dtype(at::kLong));
+  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_fwd_cpu", [&] {
+    using T = scalar_t;
+    const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
+    const FwdOutputs<T> o{render.data_ptr<T>(), alphas.data_ptr<T>(), last_ids.data_ptr<int32_t>(),
+                          aux.data_ptr<T>()};
+    int64_t* st = stats.data_ptr<int64_t>();
+    const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
+    at::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
+      FwdScratch<T> s;
+      s.out.resize(kSubPixels * CH);
+      s.w.resize(kSubPixels * kBatch);
+      s.rows.resize(kBatch);
+      s.pos.resize(kBatch);
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t cam = t / tiles_per_cam;
+        const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
+        const int32_t start = a.tile_start(t), stop = a.tile_end(t);
+        gather_tile(a, start, stop, s.gs);
+        s.listed = s.computed = s.useful = 0;
+        if (impl == 1) {
+          render_tile_scalar(a, cam, tx, ty, start, stop, s.gs, o);
+          continue;
+        }
+        for_each_subtile(tx, ty, a.tile_size, a.width, a.height,
+                         [&](int ox, int oy, const SubTile& sub) {
+                           render_subtile(a, cam, start, stop, ox, oy, sub, s, o);
+                         });
+        atomic_add<int64_t>(st + 3 * cam + 0, s.listed);
+        atomic_add<int64_t>(st + 3 * cam + 1, s.computed);
+        atomic_add<int64_t>(st + 3 * cam + 2, s.useful);
+      }
+    });
+  });
+  return {render, alphas, last_ids, aux, stats};
+}
+
+}  // namespace
+}  // namespace cpu
+
+TORCH_LIBRARY_IMPL(gsrender, CPU, m) { m.impl("rasterize_fwd", &cpu::rasterize_fwd_cpu); }
+
+}  // namespace gsrender

@@ -1,0 +1,45 @@
+// Host-side argument checks shared by every op entry point (CPU and CUDA). Each names the
+// argument, and raises ValueError / TypeError in Python (TORCH_CHECK_VALUE / _TYPE).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+namespace gsrender {
+
+// Checks rank and the sizes that are fixed (-1 = any). Returns nothing; throws on mismatch.
+inline void check_shape(const at::Tensor& t, const char* name, std::vector<int64_t> sizes) {
+  auto want = [&] {
+    std::string s = "[";
+    for (size_t i = 0; i < sizes.size(); ++i)
+      s += (i ? ", " : "") + (sizes[i] < 0 ? std::string("*") : std::to_string(sizes[i]));
+    return s + "]";
+  };
+  TORCH_CHECK_VALUE(t.dim() == static_cast<int64_t>(sizes.size()), name, " must have shape ",
+                    want(), ", got ", t.sizes());
+  for (size_t i = 0; i < sizes.size(); ++i)
+    TORCH_CHECK_VALUE(sizes[i] < 0 || t.size(i) == sizes[i], name, " must have shape ", want(),
+                      ", got ", t.sizes());
+}
+
+inline void check_float(const at::Tensor& t, const char* name, at::ScalarType dtype) {
+  TORCH_CHECK_TYPE(t.scalar_type() == dtype, name, " must have dtype ", dtype, ", got ",
+                   t.scalar_type());
+}
+
+inline void check_int32(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kInt, name, " must have dtype int32, got ",
+                   t.scalar_type());
+}
+
+inline void check_device(const at::Tensor& t, const char* name, const at::Device& device) {
+  TORCH_CHECK_VALUE(t.device() == device, name, " must be on ", device, ", got ", t.device());
+}
+
+inline void check_floating(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, name,
+                   " must be float32 or float64, got ", t.scalar_type());
+}
+
+}  // namespace gsrender

@@ -1,0 +1,37 @@
+// Which pixels a projected Gaussian can touch, and the tile grid. Shared by binning, packing and
+// both backends, so the image never depends on tile size or packing (DESIGN §3 "Support").
+#pragma once
+#include <cmath>
+
+#include "gsrender/common.h"
+
+namespace gsrender {
+
+// Inclusive pixel-index range [x0, x1] × [y0, y1] whose pixel centres (x+0.5, y+0.5) lie inside
+// the box mean ± radius, clipped to the image. Empty when x0 > x1 or y0 > y1.
+struct PixelBox {
+  int x0, y0, x1, y1;
+  GSR_HOST_DEVICE bool empty() const { return x0 > x1 || y0 > y1; }
+  GSR_HOST_DEVICE bool meets(int bx0, int by0, int bx1, int by1) const {
+    return x0 <= bx1 && x1 >= bx0 && y0 <= by1 && y1 >= by0;
+  }
+};
+
+template <typename T>
+GSR_HOST_DEVICE PixelBox pixel_box(T mx, T my, int rx, int ry, int width, int height) {
+  PixelBox b;
+  // centre c = x + 0.5 reaches iff |c - m| <= r  <=>  m - r - 0.5 <= x <= m + r - 0.5
+  b.x0 = static_cast<int>(ceil(mx - static_cast<T>(rx) - T(0.5)));
+  b.x1 = static_cast<int>(floor(mx + static_cast<T>(rx) - T(0.5)));
+  b.y0 = static_cast<int>(ceil(my - static_cast<T>(ry) - T(0.5)));
+  b.y1 = static_cast<int>(floor(my + static_cast<T>(ry) - T(0.5)));
+  b.x0 = b.x0 < 0 ? 0 : b.x0;
+  b.y0 = b.y0 < 0 ? 0 : b.y0;
+  b.x1 = b.x1 > width - 1 ? width - 1 : b.x1;
+  b.y1 = b.y1 > height - 1 ? height - 1 : b.y1;
+  return b;
+}
+
+GSR_HOST_DEVICE int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace gsrender

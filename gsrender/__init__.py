@@ -1,0 +1,6 @@
+"""gsrender: Gaussian Splatting rendering as matrix multiplication (CPU GEMM / GPU Tensor Cores)."""
+from gsrender.render import DEFAULT_WEIGHT_PARAMS, RenderOutput, packing_efficiency, rasterize
+from gsrender.scene import GaussianModel
+
+__all__ = ["rasterize", "RenderOutput", "GaussianModel", "DEFAULT_WEIGHT_PARAMS", "packing_efficiency"]
+__version__ = "0.1.0"

@@ -1,0 +1,178 @@
+"""Typed wrappers over torch.ops.gsrender.*, with fake (meta) impls for torch.compile and autograd
+whose backward calls the *_bwd ops. The kernels' math lives in csrc/; nothing is recomputed here."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from gsrender import _C  # noqa: F401  (loads the library: op schemas and kernels)
+
+_ops = torch.ops.gsrender
+
+SORTED, WEIGHTED = 0, 1
+IMPL_MATRIX, IMPL_SCALAR = 0, 1
+
+
+# ---------------------------------------------------------------------------------------------
+# projection
+
+
+def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: int, eps2d: float,
+            near_plane: float, far_plane: float, radius_clip: float, antialiased: bool):
+    """-> radii [C,N,2] int32, means2d [C,N,2], depths [C,N], conics [C,N,3], opacities2d [C,N]."""
+    return _ops.project_fwd(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d,
+                            near_plane, far_plane, radius_clip, antialiased)
+
+
+@torch.library.register_fake("gsrender::project_fwd")
+def _project_fake(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, near_plane,
+                  far_plane, radius_clip, antialiased):
+    C, N = viewmats.shape[0], means.shape[0]
+    f = means.new_empty
+    return (means.new_empty((C, N, 2), dtype=torch.int32), f((C, N, 2)), f((C, N)), f((C, N, 3)),
+            f((C, N)))
+
+
+def _project_setup(ctx, inputs, output):
+    means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, *_, antialiased = inputs
+    ctx.save_for_backward(means, quats, scales, opacities, viewmats, Ks, output[0])
+    ctx.args = (width, height, eps2d, antialiased)
+
+
+def _project_backward(ctx, v_radii, v_means2d, v_depths, v_conics, v_opacities2d):
+    means, quats, scales, opacities, viewmats, Ks, radii = ctx.saved_tensors
+    width, height, eps2d, antialiased = ctx.args
+    C, N = viewmats.shape[0], means.shape[0]
+    z = lambda g, shape: means.new_zeros(shape) if g is None else g.contiguous()  # noqa: E731
+    v_means, v_quats, v_scales, v_opacities, v_viewmats = _ops.project_bwd(
+        means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, antialiased, radii,
+        z(v_means2d, (C, N, 2)), z(v_depths, (C, N)), z(v_conics, (C, N, 3)),
+        z(v_opacities2d, (C, N)))
+    return (v_means, v_quats, v_scales, v_opacities, v_viewmats, None, None, None, None, None, None,
+            None, None)
+
+
+torch.library.register_autograd("gsrender::project_fwd", _project_backward,
+                                setup_context=_project_setup)
+
+
+# ---------------------------------------------------------------------------------------------
+# spherical harmonics
+
+
+def sh(degree: int, dirs, coeffs):
+    """Raw SH colour (no +0.5): dirs [C,N,3], coeffs [N,K,3] -> [C,N,3]."""
+    return _ops.sh_fwd(degree, dirs, coeffs)
+
+
+@torch.library.register_fake("gsrender::sh_fwd")
+def _sh_fake(degree, dirs, coeffs):
+    return dirs.new_empty(dirs.shape)
+
+
+def _sh_setup(ctx, inputs, output):
+    degree, dirs, coeffs = inputs
+    ctx.save_for_backward(dirs, coeffs)
+    ctx.degree = degree
+
+
+def _sh_backward(ctx, v_colors):
+    dirs, coeffs = ctx.saved_tensors
+    v_dirs, v_coeffs = _ops.sh_bwd(ctx.degree, dirs, coeffs, v_colors.contiguous())
+    return None, v_dirs, v_coeffs
+
+
+torch.library.register_autograd("gsrender::sh_fwd", _sh_backward, setup_context=_sh_setup)
+
+
+# ---------------------------------------------------------------------------------------------
+# binning (no gradient)
+
+
+def bin_tiles(means2d, radii, depths, width: int, height: int, tile_size: int, sort: bool):
+    """-> tile_offsets [C,TH,TW] int32, flatten_ids [M] int32 (c*N + n)."""
+    return _ops.bin_tiles(means2d, radii, depths, width, height, tile_size, sort)
+
+
+@torch.library.register_fake("gsrender::bin_tiles")
+def _bin_tiles_fake(means2d, radii, depths, width, height, tile_size, sort):
+    C = means2d.shape[0]
+    th, tw = -(-height // tile_size), -(-width // tile_size)
+    m = torch.library.get_ctx().new_dynamic_size()
+    return (means2d.new_empty((C, th, tw), dtype=torch.int32),
+            means2d.new_empty((m,), dtype=torch.int32))
+
+
+# ---------------------------------------------------------------------------------------------
+# rasterization
+
+
+def rasterize(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids,
+              width: int, height: int, tile_size: int, mode: int, weight_params: Sequence[float],
+              impl: int):
+    """-> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32, aux [C,H,W], stats [C,3]."""
+    return _ops.rasterize_fwd(means2d, conics, opacities, colors, depths, backgrounds,
+                              tile_offsets, flatten_ids, width, height, tile_size, mode,
+                              list(weight_params), impl)
+
+
+@torch.library.register_fake("gsrender::rasterize_fwd")
+def _rasterize_fake(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
+                    flatten_ids, width, height, tile_size, mode, weight_params, impl):
+    C, CH = means2d.shape[0], colors.shape[2]
+    f = means2d.new_empty
+    return (f((C, height, width, CH)), f((C, height, width, 1)),
+            f((C, height, width), dtype=torch.int32), f((C, height, width)),
+            f((C, 3), dtype=torch.int64))
+
+
+def _rasterize_setup(ctx, inputs, output):
+    (means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids, width,
+     height, tile_size, mode, weight_params, impl) = inputs
+    render, alphas, last_ids, aux, _ = output
+    ctx.has_bg = backgrounds is not None
+    ctx.save_for_backward(means2d, conics, opacities, colors, depths,
+                          backgrounds if backgrounds is not None else means2d.new_empty(0),
+                          tile_offsets, flatten_ids, render, alphas, last_ids, aux)
+    ctx.args = (width, height, tile_size, mode, list(weight_params))
+
+
+def _rasterize_backward(ctx, v_render, v_alphas, v_last_ids, v_aux, v_stats):
+    (means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids, render,
+     alphas, last_ids, aux) = ctx.saved_tensors
+    width, height, tile_size, mode, weight_params = ctx.args
+    v_render = torch.zeros_like(render) if v_render is None else v_render.contiguous()
+    v_alphas = torch.zeros_like(alphas) if v_alphas is None else v_alphas.contiguous()
+    v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds = _ops.rasterize_bwd(
+        means2d, conics, opacities, colors, depths, backgrounds if ctx.has_bg else None,
+        tile_offsets, flatten_ids, width, height, tile_size, mode, weight_params, render, alphas,
+        last_ids, aux, v_render, v_alphas)
+    return (v_means2d, v_conics, v_opacities, v_colors, v_depths,
+            v_backgrounds if ctx.has_bg else None, None, None, None, None, None, None, None, None)
+
+
+torch.library.register_autograd("gsrender::rasterize_fwd", _rasterize_backward,
+                                setup_context=_rasterize_setup)
+
+
+@torch.library.register_fake("gsrender::rasterize_bwd")
+def _rasterize_bwd_fake(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
+                        flatten_ids, width, height, tile_size, mode, weight_params, render, alphas,
+                        last_ids, aux, v_render, v_alphas):
+    C, N, CH = colors.shape
+    f = means2d.new_empty
+    return f((C, N, 2)), f((C, N, 3)), f((C, N)), f((C, N, CH)), f((C, N)), f((C, CH))
+
+
+@torch.library.register_fake("gsrender::project_bwd")
+def _project_bwd_fake(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d,
+                      antialiased, radii, v_means2d, v_depths, v_conics, v_opacities2d):
+    return (means.new_empty(means.shape), quats.new_empty(quats.shape),
+            scales.new_empty(scales.shape), opacities.new_empty(opacities.shape),
+            viewmats.new_empty(viewmats.shape))
+
+
+@torch.library.register_fake("gsrender::sh_bwd")
+def _sh_bwd_fake(degree, dirs, coeffs, v_colors):
+    return dirs.new_empty(dirs.shape), coeffs.new_empty(coeffs.shape)

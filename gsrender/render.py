@@ -1,0 +1,177 @@
+"""The public renderer: rasterize() and RenderOutput (DESIGN §1, §3, §4)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from gsrender import ops
+from gsrender import validate as V
+
+MAX_FEATURES = 1024
+# Weighted (sort-free) mode: φ(z) = exp(−sigma·z^beta), background weight w_bg.
+DEFAULT_WEIGHT_PARAMS = (0.05, 1.0, 1e-3)
+PRECISIONS = ("auto", "fp32", "tf32", "fp16", "bf16")
+MODES = ("sorted", "weighted")
+BACKENDS = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class RenderOutput:
+    colors: torch.Tensor  # [C, H, W, 3]
+    alphas: torch.Tensor  # [C, H, W, 1]
+    depths: torch.Tensor  # [C, H, W, 1] expected depth Σ w z (ED = depths / alphas)
+    features: torch.Tensor | None = None  # [C, H, W, D]
+    meta: dict = field(default_factory=dict)
+
+
+def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
+                  features, backgrounds):
+    V.tensor(means, "means", (None, 3))
+    N, dt, dev = means.shape[0], means.dtype, means.device
+    if dt not in (torch.float32, torch.float64):
+        raise TypeError(f"means must be float32 or float64, got {dt}")
+    kw = dict(dtype=dt, device=dev)
+    V.tensor(quats, "quats", (N, 4), **kw)
+    V.tensor(scales, "scales", (N, 3), **kw)
+    V.tensor(opacities, "opacities", (N,), **kw)
+    V.tensor(viewmats, "viewmats", (None, 4, 4), **kw)
+    C = viewmats.shape[0]
+    if C == 0:
+        raise ValueError("viewmats must hold at least one camera, got 0")
+    V.tensor(Ks, "Ks", (C, 3, 3), **kw)
+    V.positive_int(width, "width", 16384)
+    V.positive_int(height, "height", 16384)
+    if N and bool((scales <= 0).any()):
+        raise ValueError("scales must be positive (pass activated scales, e.g. exp(log_scales))")
+    if N and bool((quats.norm(dim=-1) < 1e-12).any()):
+        raise ValueError("quats contains a zero quaternion")
+    if N and bool(((opacities < 0) | (opacities > 1)).any()):
+        raise ValueError("opacities must lie in [0, 1] (pass activated opacities, e.g. sigmoid)")
+    if bool((Ks[:, 0, 0] <= 0).any() or (Ks[:, 1, 1] <= 0).any()):
+        raise ValueError("Ks must have positive focal lengths fx, fy")
+    if sh_degree is None:
+        if colors.dim() == 2:
+            V.tensor(colors, "colors", (N, 3), **kw)
+        else:
+            V.tensor(colors, "colors", (C, N, 3), **kw)
+    else:
+        if isinstance(sh_degree, bool) or not isinstance(sh_degree, int) or not 0 <= sh_degree <= 3:
+            raise ValueError(f"sh_degree must be an int in [0, 3], got {sh_degree!r}")
+        V.tensor(colors, "colors", (N, None, 3), **kw)
+        if colors.shape[1] < (sh_degree + 1) ** 2:
+            raise ValueError(f"colors holds {colors.shape[1]} SH coefficients, sh_degree={sh_degree} "
+                             f"needs {(sh_degree + 1) ** 2}")
+    if features is not None:
+        shape = (N, None) if features.dim() == 2 else (C, N, None)
+        V.tensor(features, "features", shape, **kw)
+        D = features.shape[-1]
+        if not 1 <= D <= MAX_FEATURES:
+            raise ValueError(f"features must have D in [1, {MAX_FEATURES}] channels, got D={D}")
+    if backgrounds is not None:
+        shape = (3,) if backgrounds.dim() == 1 else (C, 3)
+        V.tensor(backgrounds, "backgrounds", shape, **kw)
+
+
+def _impl_for(precision: str, mode: str) -> int:
+    # fp32 is the exact scalar per-pixel loop (the in-house baseline); every other precision is
+    # the matrix path, which on the CPU accumulates in fp32 (or the input's float64).
+    return ops.IMPL_SCALAR if precision == "fp32" and mode == "sorted" else ops.IMPL_MATRIX
+
+
+def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
+              sh_degree: int | None = None, features=None, backgrounds=None, mode: str = "sorted",
+              near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
+              antialiased: bool = False, tile_size: int = 16, precision: str = "auto",
+              backend: str = "auto", radius_clip: float = 0.0,
+              weight_params=DEFAULT_WEIGHT_PARAMS, profile: bool = False) -> RenderOutput:
+    """Renders N Gaussians into C cameras: RGB, expected depth, alpha and D feature channels in one
+    pass. Differentiable in means, quats, scales, opacities, colors, features, backgrounds and
+    viewmats. See DESIGN.md §3 for the conventions; shapes:
+
+    means [N,3], quats [N,4] wxyz, scales [N,3] > 0, opacities [N] in [0,1], colors [N,3] or
+    [C,N,3] (or SH [N,K,3] with sh_degree), viewmats [C,4,4] world-to-camera, Ks [C,3,3],
+    features [N,D] or [C,N,D], backgrounds [C,3] or [3].
+    """
+    V.choice(mode, "mode", MODES)
+    V.choice(precision, "precision", PRECISIONS)
+    V.choice(backend, "backend", BACKENDS)
+    V.positive_int(tile_size, "tile_size", 256)
+    _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
+                  features, backgrounds)
+    if backend != "auto" and means.device.type != backend:
+        raise ValueError(f"backend={backend!r} but means is on {means.device}; move the inputs")
+    if not (0 < near_plane < far_plane):
+        raise ValueError(f"near_plane and far_plane need 0 < near_plane < far_plane, got "
+                         f"{near_plane}, {far_plane}")
+    C, N = viewmats.shape[0], means.shape[0]
+    timings: dict[str, float] = {}
+    clock = _Clock(means.device, profile, timings)
+
+    with clock("project"):
+        radii, means2d, depths, conics, opac2d = ops.project(
+            means.contiguous(), quats.contiguous(), scales.contiguous(), opacities.contiguous(),
+            viewmats.contiguous(), Ks.contiguous(), width, height, float(eps2d), float(near_plane),
+            float(far_plane), float(radius_clip), bool(antialiased))
+    with clock("sh"):
+        if sh_degree is not None:
+            campos = -torch.einsum("cji,cj->ci", viewmats[:, :3, :3], viewmats[:, :3, 3])  # [C, 3]
+            dirs = means[None, :, :] - campos[:, None, :]  # [C, N, 3]
+            rgb = torch.clamp_min(ops.sh(sh_degree, dirs.contiguous(), colors.contiguous()) + 0.5, 0.0)
+        else:
+            rgb = colors.expand(C, N, 3) if colors.dim() == 2 else colors
+        chans = [rgb, depths[..., None]]
+        if features is not None:
+            chans.append(features.expand(C, N, features.shape[-1]) if features.dim() == 2 else features)
+        chans = torch.cat(chans, dim=-1).contiguous()  # [C, N, 4 + D]
+        bg = None
+        if backgrounds is not None:
+            bg3 = backgrounds.expand(C, 3) if backgrounds.dim() == 1 else backgrounds
+            bg = torch.cat([bg3, bg3.new_zeros(C, chans.shape[-1] - 3)], dim=-1).contiguous()
+    with clock("bin"):
+        tile_offsets, flatten_ids = ops.bin_tiles(means2d.detach(), radii, depths.detach(), width,
+                                                  height, tile_size, mode == "sorted")
+    with clock("raster_fwd"):
+        render, alphas, _, _, stats = ops.rasterize(
+            means2d, conics, opac2d, chans, depths, bg, tile_offsets, flatten_ids, width, height,
+            tile_size, ops.SORTED if mode == "sorted" else ops.WEIGHTED,
+            [float(v) for v in weight_params], _impl_for(precision, mode))
+    meta = dict(radii=radii, means2d=means2d, depths=depths, conics=conics, opacities=opac2d,
+                tile_offsets=tile_offsets, flatten_ids=flatten_ids, n_intersections=flatten_ids.shape[0],
+                tile_width=-(-width // tile_size), tile_height=-(-height // tile_size), stats=stats)
+    if profile:
+        meta["timings_ms"] = timings
+    return RenderOutput(colors=render[..., :3], depths=render[..., 3:4], alphas=alphas,
+                        features=render[..., 4:] if features is not None else None, meta=meta)
+
+
+def packing_efficiency(meta: dict) -> float:
+    """Useful (contributing) pairs / pairs the kernel evaluated after packing (DESIGN §5.2)."""
+    s = meta["stats"].sum(0)
+    return float(s[2]) / max(float(s[1]), 1.0)
+
+
+class _Clock:
+    """Stage timer for profile=True (synchronises CUDA so each stage is measured alone)."""
+
+    def __init__(self, device: torch.device, enabled: bool, out: dict):
+        self.device, self.enabled, self.out = device, enabled, out
+
+    def __call__(self, name: str):
+        clock = self
+
+        class _Stage:
+            def __enter__(self):
+                if clock.enabled:
+                    if clock.device.type == "cuda":
+                        torch.cuda.synchronize(clock.device)
+                    self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                if clock.enabled:
+                    if clock.device.type == "cuda":
+                        torch.cuda.synchronize(clock.device)
+                    clock.out[name] = (time.perf_counter() - self.t0) * 1e3
+
+        return _Stage()

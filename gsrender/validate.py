@@ -1,0 +1,37 @@
+"""Argument checks for the public API: every error names the argument (DESIGN §8)."""
+from __future__ import annotations
+
+import torch
+
+
+def tensor(x, name: str, shape: tuple, *, dtype=None, device=None, finite=True) -> torch.Tensor:
+    """Checks that x is a floating tensor of `shape` (None = any size at that position)."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}")
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype} (like means), got {x.dtype}")
+    if device is not None and x.device != device:
+        raise ValueError(f"{name} must be on {device} (like means), got {x.device}")
+    want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+    if x.dim() != len(shape) or any(s is not None and x.shape[i] != s for i, s in enumerate(shape)):
+        raise ValueError(f"{name} must have shape {want}, got {list(x.shape)}")
+    if finite and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} contains NaN or Inf")
+    return x
+
+
+def positive_int(v, name: str, upper: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if v <= 0 or (upper is not None and v > upper):
+        rng = f"in [1, {upper}]" if upper is not None else "positive"
+        raise ValueError(f"{name} must be {rng}, got {v}")
+    return v
+
+
+def choice(v, name: str, options: tuple) -> str:
+    if v not in options:
+        raise ValueError(f"{name} must be one of {options}, got {v!r}")
+    return v
