@@ -1,0 +1,528 @@
+"""Dense pure-PyTorch reference renderer: the test oracle every backend is judged against.
+
+Written for exactness and clarity, not speed (DESIGN §3, §4). Every function works in the dtype
+and on the device of its inputs (float64 for oracle comparisons) and is differentiable with
+autograd in every float input. Rasterization is dense over pixels × Gaussians, processed in
+pixel chunks (checkpointed when gradients are needed) so memory stays bounded; it is meant for
+small scenes (tens of thousands of pixels × a few thousand Gaussians).
+
+Culled or non-contributing entries are masked with torch.where on safe stand-in values, so no
+inf/NaN gradient leaks from Gaussians behind the camera, degenerate covariances or masked pairs.
+"""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+# The rendering contract's constants (mirrors csrc/include/gsrender/common.h).
+ALPHA_MIN = 1.0 / 255.0  # a (pixel, Gaussian) pair contributes iff α ≥ 1/255
+ALPHA_MAX = 0.99  # α = min(0.99, o·exp(−σ))
+TRANSMITTANCE_MIN = 1e-4  # a pixel stops at the first Gaussian where T·(1−α) < 1e-4
+
+# Weighted (sort-free) mode: (σ_w, β, w_bg) in φ(z) = exp(−σ_w·z^β) and
+# OUT = (Σ αᵢφ(zᵢ)fᵢ + w_bg·bg) / (Σ αᵢφ(zᵢ) + w_bg).
+# σ_w = 0.05 with β = 1 gives a gentle preference for nearer Gaussians over the depth range of
+# typical scenes (φ falls from ~0.95 at z = 1 to ~0.37 at z = 20); w_bg = 1e-3 lets the
+# background show only where the Gaussians' total weight is small compared with it.
+DEFAULT_WEIGHT_PARAMS = (0.05, 1.0, 1e-3)
+
+MODES = ("sorted", "weighted")
+
+# Pixel × Gaussian pairs evaluated at once by rasterize (bounds the dense temporaries; larger
+# problems are also checkpointed chunk by chunk when gradients are needed).
+CHUNK_PAIRS = 1 << 20
+
+# Real SH constants of 3DGS (Condon–Shortley phase, basis ordered m = −l..l within a degree).
+SH_C0 = 0.28209479177387814
+SH_C1 = 0.4886025119029199
+SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792,
+         0.5462742152960396)
+SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
+         -0.4570457994644658, 1.445305721320277, -0.5900435899266435)
+
+
+# ----------------------------------------------------------------------------- input checks
+
+
+def _check_tensor(t, name: str, ndim: int | Sequence[int] | None,
+                  last: Sequence[int | None] = ()):
+    """Raise TypeError/ValueError naming the argument unless t is a tensor with ndim dims
+    (None: any, at least len(last)) whose trailing sizes match last (None: any size)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if ndim is None:
+        ok, want = t.dim() >= len(last), f"at least {len(last)}"
+    else:
+        ndims = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        ok, want = t.dim() in ndims, " or ".join(map(str, ndims))
+    if not ok:
+        raise ValueError(f"{name}: expected {want} dims, got shape {tuple(t.shape)}")
+    for i, size in enumerate(last):
+        if size is not None and t.shape[t.dim() - len(last) + i] != size:
+            raise ValueError(f"{name}: expected trailing dims {tuple(last)}, got shape "
+                             f"{tuple(t.shape)}")
+
+
+def _check_per_camera(t, name: str, C: int, N: int, last: Sequence[int | None]):
+    """t must be per Gaussian [N, *last] or per camera and Gaussian [C, N, *last]."""
+    _check_tensor(t, name, (1 + len(last), 2 + len(last)), (N, *last))
+    if t.dim() == 2 + len(last) and t.shape[0] != C:
+        raise ValueError(f"{name}: per-camera values need {C} cameras, got shape "
+                         f"{tuple(t.shape)}")
+
+
+def _check_mode(mode: str, weight_params) -> tuple[float, float, float]:
+    if mode not in MODES:
+        raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
+    wp = tuple(float(v) for v in weight_params)
+    if len(wp) != 3:
+        raise ValueError(f"weight_params: expected (sigma, beta, w_bg), got {weight_params!r}")
+    if mode == "weighted" and not wp[2] > 0:
+        # uncovered pixels would be 0/0
+        raise ValueError(f"weight_params: w_bg must be > 0, got {wp[2]}")
+    return wp
+
+
+# ------------------------------------------------------------------------------- geometry
+
+
+def quat_to_rotmat(quats: torch.Tensor) -> torch.Tensor:
+    """Rotation matrices [N,3,3] from quaternions [N,4] in wxyz order (normalised here)."""
+    _check_tensor(quats, "quats", 2, (4,))
+    q = torch.nn.functional.normalize(quats, dim=-1)
+    w, x, y, z = q.unbind(-1)
+    rows = [
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    ]
+    return torch.stack(rows, dim=-1).reshape(quats.shape[:-1] + (3, 3))
+
+
+def covariances(quats: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """World-space covariances Σ = R S Sᵀ Rᵀ [N,3,3] (R from quats, S = diag(scales))."""
+    _check_tensor(scales, "scales", 2, (3,))
+    M = quat_to_rotmat(quats) * scales[:, None, :]  # [N,3,3] = R·S (scales the columns)
+    return M @ M.transpose(-1, -2)
+
+
+def camera_centers(viewmats: torch.Tensor) -> torch.Tensor:
+    """Camera centres in world space [C,3] from world-to-camera viewmats [C,4,4]: −Rᵀt."""
+    _check_tensor(viewmats, "viewmats", 3, (4, 4))
+    R, t = viewmats[:, :3, :3], viewmats[:, :3, 3]
+    return -torch.einsum("cji,cj->ci", R, t)
+
+
+def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: int,
+            eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
+            radius_clip: float = 0.0, antialiased: bool = False) -> dict:
+    """EWA projection of N Gaussians into C pinhole cameras (DESIGN §3, as gsplat).
+
+    means [N,3], quats [N,4] wxyz, scales [N,3], opacities [N], viewmats [C,4,4] world→camera,
+    Ks [C,3,3]. Returns a dict:
+      radii [C,N,2] int32 (opacity-aware pixel half extents; (0,0) = culled),
+      means2d [C,N,2], depths [C,N] (camera z), conics [C,N,3] = (a, b, c) of cov2d⁻¹,
+      opacities2d [C,N] (× antialiasing compensation when antialiased),
+    with every float output 0 where culled.
+    """
+    _check_tensor(means, "means", 2, (3,))
+    N = means.shape[0]
+    for t, name, last in ((quats, "quats", (N, 4)), (scales, "scales", (N, 3))):
+        _check_tensor(t, name, 2, last)
+    _check_tensor(opacities, "opacities", 1, (N,))
+    _check_tensor(viewmats, "viewmats", 3, (4, 4))
+    _check_tensor(Ks, "Ks", 3, (viewmats.shape[0], 3, 3))
+
+    R, t = viewmats[:, :3, :3], viewmats[:, :3, 3]  # [C,3,3], [C,3]
+    p_c = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]  # [C,N,3]
+    cov_c = R[:, None] @ covariances(quats, scales)[None] @ R.transpose(-1, -2)[:, None]  # [C,N,3,3]
+    x, y, z = p_c.unbind(-1)  # [C,N] each
+
+    in_depth = (z >= near_plane) & (z <= far_plane)
+    # stand-in depth for culled entries keeps every division finite (their results are masked)
+    zs = torch.where(in_depth, z, torch.ones_like(z))
+
+    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]  # [C,1]
+    cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
+    # J is evaluated at x/z, y/z clamped to the image extent plus 0.3·tan(fov/2) on each side,
+    # so Gaussians far outside the view do not get huge, distorted footprints.
+    tan_fovx, tan_fovy = 0.5 * width / fx, 0.5 * height / fy
+    lim_x_pos, lim_x_neg = (width - cx) / fx + 0.3 * tan_fovx, cx / fx + 0.3 * tan_fovx
+    lim_y_pos, lim_y_neg = (height - cy) / fy + 0.3 * tan_fovy, cy / fy + 0.3 * tan_fovy
+    tx = zs * torch.clamp(x / zs, min=-lim_x_neg, max=lim_x_pos)
+    ty = zs * torch.clamp(y / zs, min=-lim_y_neg, max=lim_y_pos)
+    zero = torch.zeros_like(zs)
+    # rows of J = [[fx/z, 0, −fx·tx/z²], [0, fy/z, −fy·ty/z²]]
+    j0 = torch.stack([fx / zs, zero, -fx * tx / (zs * zs)], dim=-1)  # [C,N,3]
+    j1 = torch.stack([zero, fy / zs, -fy * ty / (zs * zs)], dim=-1)  # [C,N,3]
+    # cov2d = J Σ_c Jᵀ, its three distinct entries (symmetric by construction)
+    s_j0 = (cov_c @ j0[..., None])[..., 0]  # [C,N,3]
+    s_j1 = (cov_c @ j1[..., None])[..., 0]
+    c_xx = (j0 * s_j0).sum(-1)
+    c_xy = (j0 * s_j1).sum(-1)
+    c_yy = (j1 * s_j1).sum(-1)
+    det_orig = c_xx * c_yy - c_xy * c_xy
+    c_xx, c_yy = c_xx + eps2d, c_yy + eps2d  # low-pass filter: at least ~eps2d px² of blur
+    det = c_xx * c_yy - c_xy * c_xy
+    ok_det = det > 0
+    dets = torch.where(ok_det, det, torch.ones_like(det))
+
+    if antialiased:
+        ratio = det_orig / dets
+        pos = ratio > 0
+        # sqrt(max(0, ratio)) with a zero (not infinite) gradient where ratio ≤ 0
+        comp = torch.where(pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), zero)
+        opac2d = opacities[None, :] * comp  # [C,N]
+    else:
+        opac2d = opacities[None, :].expand_as(z)
+
+    conics = torch.stack([c_yy / dets, -c_xy / dets, c_xx / dets], dim=-1)  # [C,N,3]
+    means2d = torch.stack([fx * x / zs + cx, fy * y / zs + cy], dim=-1)  # [C,N,2]
+
+    with torch.no_grad():
+        # Opacity-aware support: α ≥ 1/255 needs σ ≤ ln(255·o), i.e. Mahalanobis distance
+        # ≤ k = sqrt(2·ln(255·o)); the ellipse's box has half extents k·sqrt(cov2d_xx/yy).
+        o_ok = opac2d >= ALPHA_MIN
+        k = torch.sqrt(torch.clamp_min(2 * torch.log(torch.clamp_min(255 * opac2d, 1.0)), 0.0))
+        rx = torch.ceil(k * torch.sqrt(torch.clamp_min(c_xx, 0.0)))
+        ry = torch.ceil(k * torch.sqrt(torch.clamp_min(c_yy, 0.0)))
+        mx, my = means2d.unbind(-1)
+        off_screen = (mx + rx <= 0) | (mx - rx >= width) | (my + ry <= 0) | (my - ry >= height)
+        too_small = (rx <= radius_clip) & (ry <= radius_clip)
+        valid = in_depth & ok_det & o_ok & ~too_small & ~off_screen  # NaN compares False: culled
+        # huge footprints are clamped only so the int32 cast stays defined
+        radii = torch.stack([rx, ry], dim=-1).clamp(0, 2**30)
+        radii = torch.where(valid[..., None], radii, torch.zeros_like(radii)).to(torch.int32)
+
+    return {
+        "radii": radii,
+        "means2d": torch.where(valid[..., None], means2d, torch.zeros_like(means2d)),
+        "depths": torch.where(valid, z, zero),
+        "conics": torch.where(valid[..., None], conics, torch.zeros_like(conics)),
+        "opacities2d": torch.where(valid, opac2d, zero),
+    }
+
+
+# --------------------------------------------------------------------- spherical harmonics
+
+
+def sh_eval(degree: int, dirs: torch.Tensor, coeffs: torch.Tensor) -> torch.Tensor:
+    """Real SH colour Σ_k Y_k(dir)·coeffs[k] [..., 3], WITHOUT the +0.5 offset.
+
+    dirs [..., 3] (normalised here), coeffs [..., K, 3] broadcastable against dirs, with
+    K ≥ (degree+1)²; only the first (degree+1)² coefficients are used. 3DGS's basis and signs.
+    """
+    if isinstance(degree, bool) or not isinstance(degree, numbers.Integral) or not 0 <= degree <= 3:
+        raise ValueError(f"degree: expected an int in 0..3, got {degree!r}")
+    degree = int(degree)
+    _check_tensor(dirs, "dirs", None, (3,))
+    _check_tensor(coeffs, "coeffs", None, (None, 3))
+    if coeffs.shape[-2] < (degree + 1) ** 2:
+        raise ValueError(f"coeffs: degree {degree} needs {(degree + 1) ** 2} coefficients, got "
+                         f"{coeffs.shape[-2]}")
+    c = coeffs[..., : (degree + 1) ** 2, :].unbind(-2)  # list of [..., 3]
+    out = SH_C0 * c[0]
+    if degree == 0:
+        # the result does not depend on dirs, but keep its broadcast shape
+        return out + torch.zeros_like(dirs)
+    d = torch.nn.functional.normalize(dirs, dim=-1)
+    x, y, z = (v[..., None] for v in d.unbind(-1))  # [..., 1] each, broadcast over RGB
+    out = out - SH_C1 * y * c[1] + SH_C1 * z * c[2] - SH_C1 * x * c[3]
+    if degree >= 2:
+        xx, yy, zz = x * x, y * y, z * z
+        xy, yz, xz = x * y, y * z, x * z
+        out = (out
+               + SH_C2[0] * xy * c[4]
+               + SH_C2[1] * yz * c[5]
+               + SH_C2[2] * (2 * zz - xx - yy) * c[6]
+               + SH_C2[3] * xz * c[7]
+               + SH_C2[4] * (xx - yy) * c[8])
+        if degree >= 3:
+            out = (out
+                   + SH_C3[0] * y * (3 * xx - yy) * c[9]
+                   + SH_C3[1] * xy * z * c[10]
+                   + SH_C3[2] * y * (4 * zz - xx - yy) * c[11]
+                   + SH_C3[3] * z * (2 * zz - 3 * xx - 3 * yy) * c[12]
+                   + SH_C3[4] * x * (4 * zz - xx - yy) * c[13]
+                   + SH_C3[5] * z * (xx - yy) * c[14]
+                   + SH_C3[6] * x * (xx - 3 * yy) * c[15])
+    return out
+
+
+def sh_colors(means: torch.Tensor, sh: torch.Tensor, viewmats: torch.Tensor,
+              sh_degree: int) -> torch.Tensor:
+    """View-dependent RGB [C,N,3] = max(SH(dir)·coeffs + 0.5, 0), dir = mean − camera centre.
+
+    means [N,3], sh [N,K,3] (or per camera [C,N,K,3]), viewmats [C,4,4].
+    """
+    _check_tensor(means, "means", 2, (3,))
+    _check_tensor(sh, "sh", (3, 4), (None, 3))
+    dirs = means[None, :, :] - camera_centers(viewmats)[:, None, :]  # [C,N,3]
+    coeffs = sh if sh.dim() == 4 else sh[None]  # [C or 1,N,K,3]
+    return torch.clamp_min(sh_eval(sh_degree, dirs, coeffs) + 0.5, 0.0)
+
+
+# ----------------------------------------------------------------------------- compositing
+
+
+def _pixel_centers(width: int, height: int, like: torch.Tensor) -> torch.Tensor:
+    """Pixel centres (x+0.5, y+0.5) [H*W,2], row-major (y outer), in like's dtype/device."""
+    ys, xs = torch.meshgrid(torch.arange(height, device=like.device),
+                            torch.arange(width, device=like.device), indexing="ij")
+    return torch.stack([xs, ys], dim=-1).reshape(-1, 2).to(like.dtype) + 0.5
+
+
+def _pair_alphas(pix, means2d, conics, opacities):
+    """α [P,N] of every (pixel, Gaussian) pair, 0 where the pair does not contribute.
+
+    pix [P,2], means2d [N,2], conics [N,3], opacities [N].
+    """
+    d = means2d[None, :, :] - pix[:, None, :]  # [P,N,2], (dx, dy) = mean2d − pixel centre
+    dx, dy = d.unbind(-1)
+    a, b, c = (v[None, :] for v in conics.unbind(-1))
+    sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy  # [P,N]
+    # σ < 0 only comes from a degenerate conic; such pairs do not contribute (as in 3DGS)
+    pos = sigma >= 0
+    alpha = torch.clamp_max(
+        opacities[None, :] * torch.exp(-torch.where(pos, sigma, torch.zeros_like(sigma))),
+        ALPHA_MAX)
+    with torch.no_grad():
+        keep = pos & (alpha >= ALPHA_MIN)
+    return torch.where(keep, alpha, torch.zeros_like(alpha))
+
+
+def _sorted_weights(A):
+    """Front-to-back weights for α [P,N] in depth order -> (W [P,N], T_final [P]).
+
+    W = α·T·[T·(1−α) ≥ 1e-4] with T the transmittance before each Gaussian: the pixel stops at
+    the first Gaussian that would push T below 1e-4 and that Gaussian is excluded (3DGS). The
+    stop is decided without gradient, so gradients are those of 3DGS's backward pass.
+    """
+    P, N = A.shape
+    if N == 0:
+        return A, A.new_ones(P)
+    one_minus = 1 - A  # ≥ 0.01, so every product below stays positive
+    with torch.no_grad():
+        # the running products of 3DGS's sequential T *= 1 − α; T only decreases, so the
+        # kept set is a prefix of the list
+        keep = torch.cumprod(one_minus, dim=-1) >= TRANSMITTANCE_MIN
+    T_incl = torch.cumprod(torch.where(keep, one_minus, torch.ones_like(A)), dim=-1)  # [P,N]
+    T_excl = torch.cat([torch.ones_like(T_incl[:, :1]), T_incl[:, :-1]], dim=-1)
+    W = torch.where(keep, A * T_excl, torch.zeros_like(A))
+    return W, T_incl[:, -1]
+
+
+def depth_weight(depths: torch.Tensor, sigma: float, beta: float) -> torch.Tensor:
+    """Weighted mode's φ(z) = exp(−σ·max(z, 0)^β), with zero gradient for z ≤ 0."""
+    pos = depths > 0
+    z = torch.where(pos, depths, torch.ones_like(depths))
+    return torch.exp(-sigma * torch.where(pos, z.pow(beta), torch.zeros_like(z)))
+
+
+def _blend(pix, means2d, conics, opacities, depths, mode, wp):
+    """Blend weights of one camera's pixel chunk.
+
+    Gaussians [N,...] must already be the valid ones, in depth order for "sorted".
+    Returns W [P,N], bg_weight [P], alpha [P] with render = W @ F + bg_weight·bg.
+    """
+    A = _pair_alphas(pix, means2d, conics, opacities)  # [P,N]
+    if mode == "sorted":
+        W, T_final = _sorted_weights(A)
+        return W, T_final, 1 - T_final
+    sigma_w, beta, w_bg = wp
+    w = A * depth_weight(depths, sigma_w, beta)[None, :]  # [P,N]
+    denom = w.sum(-1) + w_bg  # [P], ≥ w_bg > 0
+    alpha = 1 - torch.exp(torch.log1p(-A).sum(-1))
+    return w / denom[:, None], w_bg / denom, alpha
+
+
+def _composite_chunk(pix, means2d, conics, opacities, colors, depths, bg, mode, wp):
+    W, bg_w, alpha = _blend(pix, means2d, conics, opacities, depths, mode, wp)
+    return W @ colors + bg_w[:, None] * bg[None, :], alpha  # [P,CH], [P]
+
+
+def _prepare_raster(means2d, conics, opacities2d, depths, width, height, mode, weight_params,
+                    valid):
+    _check_tensor(opacities2d, "opacities2d", 2)
+    C, N = opacities2d.shape
+    _check_tensor(means2d, "means2d", 3, (C, N, 2))
+    _check_tensor(conics, "conics", 3, (C, N, 3))
+    _check_tensor(depths, "depths", 2, (C, N))
+    if int(width) <= 0 or int(height) <= 0:
+        raise ValueError(f"width, height: expected positive sizes, got {width}x{height}")
+    wp = _check_mode(mode, weight_params)
+    if valid is None:
+        valid = opacities2d > 0
+    _check_tensor(valid, "valid", 2, (C, N))
+    if valid.dtype != torch.bool:
+        raise TypeError(f"valid: expected a bool tensor, got {valid.dtype}")
+    orders = []
+    with torch.no_grad():
+        for c in range(C):
+            idx = valid[c].nonzero().squeeze(1)
+            if mode == "sorted":
+                # stable: equal depths keep index order
+                idx = idx[torch.sort(depths[c, idx], stable=True).indices]
+            orders.append(idx)
+    return wp, orders
+
+
+def rasterize(means2d, conics, opacities2d, colors, depths, width: int, height: int,
+              backgrounds=None, mode: str = "sorted", weight_params=DEFAULT_WEIGHT_PARAMS,
+              valid=None):
+    """Dense alpha compositing of projected Gaussians (DESIGN §3 "Alpha", §4 modes).
+
+    means2d [C,N,2], conics [C,N,3], opacities2d [C,N], colors [C,N,CH] (any CH ≥ 1), depths
+    [C,N], backgrounds [C,CH] or None (zeros), valid [C,N] bool (default opacities2d > 0;
+    invalid Gaussians are ignored).
+    mode "sorted": front to back by depth (stable), 3DGS's early stop;
+      render = Σ wᵢcᵢ + T_final·bg, alphas = 1 − T_final.
+    mode "weighted": render = (Σ αᵢφ(zᵢ)cᵢ + w_bg·bg) / (Σ αᵢφ(zᵢ) + w_bg), alphas = 1 − Π(1−αᵢ),
+      φ(z) = exp(−σ·z^β), weight_params = (σ, β, w_bg).
+    Returns (render [C,H,W,CH], alphas [C,H,W,1]).
+    """
+    wp, orders = _prepare_raster(means2d, conics, opacities2d, depths, width, height, mode,
+                                 weight_params, valid)
+    C, N = opacities2d.shape
+    _check_tensor(colors, "colors", 3, (C, N, None))
+    CH = colors.shape[-1]
+    if CH < 1:
+        raise ValueError("colors: need at least one channel")
+    if backgrounds is None:
+        backgrounds = colors.new_zeros(C, CH)
+    _check_tensor(backgrounds, "backgrounds", 2, (C, CH))
+
+    pix = _pixel_centers(width, height, means2d)  # [P,2]
+    P = pix.shape[0]
+    renders, alphas = [], []
+    for c, idx in enumerate(orders):
+        args = (means2d[c, idx], conics[c, idx], opacities2d[c, idx], colors[c, idx],
+                depths[c, idx], backgrounds[c])
+        # when the image takes several chunks, recompute each chunk in backward instead of
+        # storing its [P,N] temporaries (small problems skip this: it triples backward time)
+        use_ckpt = (torch.is_grad_enabled() and P * idx.numel() > CHUNK_PAIRS
+                    and any(a.requires_grad for a in args))
+        step = max(1, CHUNK_PAIRS // max(1, idx.numel()))
+        outs, alps = [], []
+        for p0 in range(0, P, step):
+            chunk = (pix[p0:p0 + step],) + args + (mode, wp)
+            if use_ckpt:
+                out, alpha = checkpoint(_composite_chunk, *chunk, use_reentrant=False)
+            else:
+                out, alpha = _composite_chunk(*chunk)
+            outs.append(out)
+            alps.append(alpha)
+        renders.append(torch.cat(outs).reshape(height, width, CH))
+        alphas.append(torch.cat(alps).reshape(height, width, 1))
+    return torch.stack(renders), torch.stack(alphas)
+
+
+def blend_weights(means2d, conics, opacities2d, depths, width: int, height: int,
+                  mode: str = "sorted", weight_params=DEFAULT_WEIGHT_PARAMS, valid=None) -> dict:
+    """Every pixel's blend weights, dense (small scenes only; same arguments as rasterize).
+
+    Returns weights [C,H,W,N] (by original Gaussian index, 0 for invalid Gaussians and
+    non-contributing pairs), bg_weights [C,H,W,1] and alphas [C,H,W,1], such that
+    rasterize(...) == weights @ colors + bg_weights·bg.
+    """
+    wp, orders = _prepare_raster(means2d, conics, opacities2d, depths, width, height, mode,
+                                 weight_params, valid)
+    N = opacities2d.shape[1]
+    pix = _pixel_centers(width, height, means2d)
+    Ws, bgs, alphas = [], [], []
+    for c, idx in enumerate(orders):
+        W, bg_w, alpha = _blend(pix, means2d[c, idx], conics[c, idx], opacities2d[c, idx],
+                                depths[c, idx], mode, wp)
+        Ws.append(W.new_zeros(pix.shape[0], N).index_copy(1, idx, W).reshape(height, width, N))
+        bgs.append(bg_w.reshape(height, width, 1))
+        alphas.append(alpha.reshape(height, width, 1))
+    return {"weights": torch.stack(Ws), "bg_weights": torch.stack(bgs),
+            "alphas": torch.stack(alphas)}
+
+
+def composite_sequential(alphas_sorted, colors_sorted, bg):
+    """3DGS's per-pixel forward loop for ONE pixel, written plainly (the tests' ground truth).
+
+    alphas_sorted: α of the pixel's Gaussians front to back (pairs below 1/255 are skipped),
+    colors_sorted: their colours [CH] each, bg [CH]. Returns (colour [CH], alpha).
+    """
+    T = 1.0
+    out = bg * 0
+    for a, c in zip(alphas_sorted, colors_sorted):
+        if a < ALPHA_MIN:
+            continue
+        next_T = T * (1 - a)
+        if next_T < TRANSMITTANCE_MIN:
+            break
+        out = out + a * T * c
+        T = next_T
+    return out + T * bg, 1 - T
+
+
+# ---------------------------------------------------------------------------------- render
+
+
+def render(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
+           sh_degree: int | None = None, features=None, backgrounds=None, mode: str = "sorted",
+           weight_params=DEFAULT_WEIGHT_PARAMS, near_plane: float = 0.01,
+           far_plane: float = 1e10, eps2d: float = 0.3, radius_clip: float = 0.0,
+           antialiased: bool = False) -> dict:
+    """Project, colour and rasterize a scene in one pass over [RGB(3), depth(1), features(D)].
+
+    colors: RGB [N,3] or [C,N,3] when sh_degree is None, else SH coefficients [N,K,3] (or
+    [C,N,K,3]); features [N,D] or [C,N,D] optional; backgrounds [C,3] or [3] (RGB; depth and
+    features get background 0).
+    Returns colors [C,H,W,3], features [C,H,W,D] or None, alphas [C,H,W,1], depths [C,H,W,1]
+    (Σ wᵢzᵢ, not divided by alpha; weighted mode normalises it like every channel) and meta
+    (the project() dict).
+    """
+    _check_tensor(viewmats, "viewmats", 3, (4, 4))
+    C, N = viewmats.shape[0], means.shape[0]
+    meta = project(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d=eps2d,
+                   near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip,
+                   antialiased=antialiased)
+
+    if sh_degree is None:
+        _check_per_camera(colors, "colors", C, N, (3,))
+        rgb = colors.expand(C, N, 3)
+    else:
+        _check_per_camera(colors, "colors", C, N, (None, 3))
+        rgb = sh_colors(means, colors, viewmats, sh_degree)  # [C,N,3]
+    channels = [rgb, meta["depths"][..., None]]
+    D = 0
+    if features is not None:
+        _check_per_camera(features, "features", C, N, (None,))
+        D = features.shape[-1]
+        if D < 1:
+            raise ValueError("features: need at least one channel (D >= 1)")
+        channels.append(features.expand(C, N, D))
+    stacked = torch.cat(channels, dim=-1)  # [C,N,4+D]
+
+    if backgrounds is None:
+        bg = stacked.new_zeros(C, 4 + D)
+    else:
+        _check_tensor(backgrounds, "backgrounds", (1, 2), (3,))
+        bg = torch.cat([backgrounds.expand(C, 3), backgrounds.new_zeros(C, 1 + D)], dim=-1)
+
+    valid = meta["radii"].amax(-1) > 0  # [C,N]
+    out, alphas = rasterize(meta["means2d"], meta["conics"], meta["opacities2d"], stacked,
+                            meta["depths"], width, height, backgrounds=bg, mode=mode,
+                            weight_params=weight_params, valid=valid)
+    return {
+        "colors": out[..., :3],
+        "depths": out[..., 3:4],
+        "features": out[..., 4:] if features is not None else None,
+        "alphas": alphas,
+        "meta": meta,
+    }
+
+
+__all__ = [
+    "ALPHA_MAX", "ALPHA_MIN", "CHUNK_PAIRS", "DEFAULT_WEIGHT_PARAMS", "MODES", "SH_C0", "SH_C1",
+    "SH_C2", "SH_C3", "TRANSMITTANCE_MIN", "blend_weights", "camera_centers",
+    "composite_sequential", "covariances", "depth_weight", "project", "quat_to_rotmat",
+    "rasterize", "render", "sh_colors", "sh_eval",
+]
