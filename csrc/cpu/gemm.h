@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "simd.h"
+
 namespace gsrender {
 namespace cpu {
 
@@ -12,7 +14,7 @@ constexpr int kChanBlock = 16;  // channels per register block
 
 // out[p, :] += Σ_k w[p*ldw + k] · rows[k][:]   for p < P (P a multiple of kRowBlock), k < K.
 template <typename T>
-inline void accumulate_rows(T* __restrict out, int64_t ldo, const T* __restrict w, int ldw,
+GSR_CPU_CLONES void accumulate_rows(T* __restrict out, int64_t ldo, const T* __restrict w, int ldw,
                             const T* const* rows, int P, int K, int CH) {
   for (int p0 = 0; p0 < P; p0 += kRowBlock) {
     const T* w0 = w + (p0 + 0) * ldw;
@@ -53,7 +55,7 @@ inline void accumulate_rows(T* __restrict out, int64_t ldo, const T* __restrict 
 
 // dw[p*ldw + k] = Σ_c g[p, c] · rows[k][c]   (G · Fᵀ, the backward's dW)
 template <typename T>
-inline void dot_rows(T* __restrict dw, int ldw, const T* __restrict g, int64_t ldg,
+GSR_CPU_CLONES void dot_rows(T* __restrict dw, int ldw, const T* __restrict g, int64_t ldg,
                      const T* const* rows, int P, int K, int CH) {
   for (int k = 0; k < K; ++k) {
     const T* f = rows[k];
@@ -70,7 +72,7 @@ inline void dot_rows(T* __restrict dw, int ldw, const T* __restrict g, int64_t l
 // drows[k][:] += Σ_p w[p*ldw + k] · g[p, :]   (Wᵀ · G, the backward's dF, scattered to the
 // packed Gaussians' gradient rows).
 template <typename T>
-inline void accumulate_transposed(T* const* drows, const T* __restrict w, int ldw,
+GSR_CPU_CLONES void accumulate_transposed(T* const* drows, const T* __restrict w, int ldw,
                                   const T* __restrict g, int64_t ldg, int P, int K, int CH) {
   for (int k = 0; k < K; ++k) {
     T* __restrict d = drows[k];

@@ -215,3 +215,46 @@ void pack_subtile(const std::vector<TileGaussian<T>>& gs, int32_t n, const SubTi
 
 }  // namespace cpu
 }  // namespace gsrender
+
+#include "simd.h"
+
+namespace gsrender {
+namespace cpu {
+
+// A batch of up to kBatch packed Gaussians in SoA form, so α for 32 pixels × kBatch Gaussians
+// is one vectorised loop; rows are the Gaussians' feature rows (fetched only for packed ones).
+template <typename T>
+struct Batch {
+  T mx[kBatch], my[kBatch], a[kBatch], b[kBatch], c[kBatch], opacity[kBatch], phi[kBatch];
+  int32_t pos[kBatch];  // positions in the tile's list
+  const T* rows[kBatch];
+  int n = 0;
+
+  void push(const TileGaussian<T>& g, int32_t position, const T* row) {
+    mx[n] = g.mx, my[n] = g.my, a[n] = g.a, b[n] = g.b, c[n] = g.c;
+    opacity[n] = g.opacity, phi[n] = g.phi, pos[n] = position, rows[n] = row;
+    ++n;
+  }
+};
+
+// alpha[p * kBatch + k] = α of packed Gaussian k at sub-tile pixel p (0 where it does not
+// contribute), the same rule as gsrender::pair_alpha, vectorised over k.
+template <typename T>
+GSR_CPU_CLONES void batch_alpha(const Batch<T>& bt, int ox, int oy, T* __restrict alpha) {
+  const int nb = bt.n;
+  for (int p = 0; p < kSubPixels; ++p) {
+    const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
+    T* ap = alpha + p * kBatch;
+#pragma omp simd
+    for (int k = 0; k < nb; ++k) {
+      const T dx = bt.mx[k] - px, dy = bt.my[k] - py;
+      const T sigma = T(0.5) * (bt.a[k] * dx * dx + bt.c[k] * dy * dy) + bt.b[k] * dx * dy;
+      T al = bt.opacity[k] * exp_nonpositive(-sigma);
+      al = al < T(kAlphaMax) ? al : T(kAlphaMax);
+      ap[k] = (al >= T(kAlphaMin) && sigma >= T(0)) ? al : T(0);
+    }
+  }
+}
+
+}  // namespace cpu
+}  // namespace gsrender

@@ -39,6 +39,8 @@ struct BwdScratch {
   std::vector<T> ddepth;            // [n]
   std::vector<char> touched;        // [n]
   std::vector<T> dbg;               // [CH]
+  Batch<T> batch;
+  T block[kSubPixels * kBatch];     // one batch's α
 };
 
 template <typename T>
@@ -88,19 +90,26 @@ void backward_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_
   // front to back exactly as the forward did.
   s.alpha.assign(size_t(kSubPixels) * np, T(0));
   s.trans.assign(size_t(kSubPixels) * np, T(0));
-  for (int p = 0; p < kSubPixels; ++p) {
-    if (pix[p] < 0) continue;
-    const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
-    T tr = 1;
-    for (int k = 0; k < np; ++k) {
-      const int32_t i = s.packed[k];
-      if (sorted && i >= last[p]) break;
-      const TileGaussian<T>& g = s.gs[i];
-      const T al = pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
-      if (al == T(0)) continue;
-      s.alpha[size_t(p) * np + k] = al;
-      s.trans[size_t(p) * np + k] = tr;
-      tr *= T(1) - al;
+  T tr[kSubPixels];
+  bool live[kSubPixels];
+  for (int p = 0; p < kSubPixels; ++p) tr[p] = T(1), live[p] = pix[p] >= 0;
+  for (int k0 = 0; k0 < np; k0 += kBatch) {
+    Batch<T>& bt = s.batch;
+    bt.n = 0;
+    for (int k = k0; k < std::min(np, k0 + kBatch); ++k) bt.push(s.gs[s.packed[k]], s.packed[k], nullptr);
+    batch_alpha(bt, ox, oy, s.block);
+    for (int p = 0; p < kSubPixels; ++p) {
+      for (int k = 0; k < bt.n && live[p]; ++k) {
+        if (sorted && bt.pos[k] >= last[p]) {
+          live[p] = false;
+          break;
+        }
+        const T al = s.block[p * kBatch + k];
+        if (al == T(0)) continue;
+        s.alpha[size_t(p) * np + k0 + k] = al;
+        s.trans[size_t(p) * np + k0 + k] = tr[p];
+        tr[p] *= T(1) - al;
+      }
     }
   }
 

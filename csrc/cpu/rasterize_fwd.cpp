@@ -24,18 +24,18 @@ struct FwdOutputs {
 template <typename T>
 struct FwdScratch {
   std::vector<TileGaussian<T>> gs;
-  std::vector<T> out;        // [kSubPixels, CH]
-  std::vector<T> w;          // [kSubPixels, kBatch]
-  std::vector<const T*> rows;  // [kBatch] feature rows of the packed batch
-  std::vector<int32_t> pos;    // [kBatch] list positions of the packed batch
+  std::vector<T> out;  // [kSubPixels, CH]
+  T alpha[kSubPixels * kBatch];
+  T w[kSubPixels * kBatch];
+  Batch<T> batch;
   int64_t listed = 0, computed = 0, useful = 0;
 };
 
 // Pixel state across batches of one sub-tile.
 template <typename T>
 struct PixelState {
-  T trans[kSubPixels];   // sorted: transmittance; weighted: Π(1-α)
-  T wsum[kSubPixels];    // weighted: Σ α·φ
+  T trans[kSubPixels];  // sorted: transmittance; weighted: Π(1-α)
+  T wsum[kSubPixels];   // weighted: Σ α·φ
   int32_t last[kSubPixels];
   bool active[kSubPixels];
   int n_active;
@@ -44,28 +44,25 @@ struct PixelState {
 // W for one batch (sorted mode): the exclusive transmittance scan along k with 3DGS's early
 // stop, sequential per pixel exactly as sequential compositing.
 template <typename T>
-void batch_weights_sorted(const std::vector<TileGaussian<T>>& gs, const int32_t* pos, int nb,
-                          int32_t list_start, int ox, int oy, PixelState<T>& ps, T* w,
-                          int64_t& useful) {
+void batch_weights_sorted(const Batch<T>& bt, const T* alpha, int32_t list_start,
+                          PixelState<T>& ps, T* w, int64_t& useful) {
   for (int p = 0; p < kSubPixels; ++p) {
     T* wp = w + p * kBatch;
-    std::fill(wp, wp + nb, T(0));
+    std::fill(wp, wp + bt.n, T(0));
     if (!ps.active[p]) continue;
-    const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
+    const T* ap = alpha + p * kBatch;
     T tr = ps.trans[p];
-    for (int k = 0; k < nb; ++k) {
-      const TileGaussian<T>& g = gs[pos[k]];
-      const T alpha = pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
-      if (alpha == T(0)) continue;
-      const T next = tr * (T(1) - alpha);
+    for (int k = 0; k < bt.n; ++k) {
+      if (ap[k] == T(0)) continue;
+      const T next = tr * (T(1) - ap[k]);
       if (next < T(kTransmittanceMin)) {
         ps.active[p] = false;
         --ps.n_active;
         break;
       }
-      wp[k] = alpha * tr;
+      wp[k] = ap[k] * tr;
       tr = next;
-      ps.last[p] = list_start + pos[k] + 1;
+      ps.last[p] = list_start + bt.pos[k] + 1;
       ++useful;
     }
     ps.trans[p] = tr;
@@ -74,20 +71,18 @@ void batch_weights_sorted(const std::vector<TileGaussian<T>>& gs, const int32_t*
 
 // W for one batch (weighted mode): w = α·φ(z); no order, no stop.
 template <typename T>
-void batch_weights_weighted(const std::vector<TileGaussian<T>>& gs, const int32_t* pos, int nb,
-                            int ox, int oy, PixelState<T>& ps, T* w, int64_t& useful) {
+void batch_weights_weighted(const Batch<T>& bt, const T* alpha, PixelState<T>& ps, T* w,
+                            int64_t& useful) {
   for (int p = 0; p < kSubPixels; ++p) {
     T* wp = w + p * kBatch;
-    std::fill(wp, wp + nb, T(0));
+    std::fill(wp, wp + bt.n, T(0));
     if (!ps.active[p]) continue;
-    const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
-    for (int k = 0; k < nb; ++k) {
-      const TileGaussian<T>& g = gs[pos[k]];
-      const T alpha = pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
-      if (alpha == T(0)) continue;
-      wp[k] = alpha * g.phi;
+    const T* ap = alpha + p * kBatch;
+    for (int k = 0; k < bt.n; ++k) {
+      if (ap[k] == T(0)) continue;
+      wp[k] = ap[k] * bt.phi[k];
       ps.wsum[p] += wp[k];
-      ps.trans[p] *= T(1) - alpha;
+      ps.trans[p] *= T(1) - ap[k];
       ++useful;
     }
   }
@@ -107,24 +102,25 @@ void render_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t 
   }
   std::fill(s.out.begin(), s.out.begin() + kSubPixels * CH, T(0));
   const int32_t n = end - start;
-  int nb = 0;
+  Batch<T>& bt = s.batch;
+  bt.n = 0;
   auto flush = [&] {
-    if (nb == 0) return;
-    s.computed += int64_t(nb) * ps.n_active;
+    if (bt.n == 0) return;
+    s.computed += int64_t(bt.n) * ps.n_active;
+    batch_alpha(bt, ox, oy, s.alpha);
     if (sorted)
-      batch_weights_sorted(s.gs, s.pos.data(), nb, start, ox, oy, ps, s.w.data(), s.useful);
+      batch_weights_sorted(bt, s.alpha, start, ps, s.w, s.useful);
     else
-      batch_weights_weighted(s.gs, s.pos.data(), nb, ox, oy, ps, s.w.data(), s.useful);
-    accumulate_rows<T>(s.out.data(), CH, s.w.data(), kBatch, s.rows.data(), kSubPixels, nb, CH);
-    nb = 0;
+      batch_weights_weighted(bt, s.alpha, ps, s.w, s.useful);
+    accumulate_rows<T>(s.out.data(), CH, s.w, kBatch, bt.rows, kSubPixels, bt.n, CH);
+    bt.n = 0;
   };
   int32_t i = 0;
   for (; i < n && ps.n_active > 0; ++i) {
     const TileGaussian<T>& g = s.gs[i];
     if (!g.box.meets(st.x0, st.y0, st.x1, st.y1)) continue;  // packing
-    s.pos[nb] = i;
-    s.rows[nb] = a.colors + static_cast<int64_t>(g.id) * CH;  // lazy fetch: only packed rows
-    if (++nb == kBatch) flush();
+    bt.push(g, i, a.colors + static_cast<int64_t>(g.id) * CH);  // lazy fetch: packed rows only
+    if (bt.n == kBatch) flush();
   }
   flush();
   s.listed += int64_t(i) * st.n_valid;
@@ -218,9 +214,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
     at::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
       FwdScratch<T> s;
       s.out.resize(kSubPixels * CH);
-      s.w.resize(kSubPixels * kBatch);
-      s.rows.resize(kBatch);
-      s.pos.resize(kBatch);
       for (int64_t t = begin; t < end; ++t) {
         const int64_t cam = t / tiles_per_cam;
         const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
