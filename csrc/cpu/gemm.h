@@ -13,42 +13,51 @@ constexpr int kRowBlock = 4;    // pixels per register block
 constexpr int kChanBlock = 16;  // channels per register block
 
 // out[p, :] += Σ_k w[p*ldw + k] · rows[k][:]   for p < P (P a multiple of kRowBlock), k < K.
+// Columns where a whole row block's weights are 0 (saturated or missed pixels) are skipped.
 template <typename T>
 GSR_CPU_CLONES void accumulate_rows(T* __restrict out, int64_t ldo, const T* __restrict w, int ldw,
-                            const T* const* rows, int P, int K, int CH) {
+                                    const T* const* rows, int P, int K, int CH) {
   for (int p0 = 0; p0 < P; p0 += kRowBlock) {
     const T* w0 = w + (p0 + 0) * ldw;
     const T* w1 = w + (p0 + 1) * ldw;
     const T* w2 = w + (p0 + 2) * ldw;
     const T* w3 = w + (p0 + 3) * ldw;
+    int ks[64];  // K <= kBatch (32)
+    int nk = 0;
+    for (int k = 0; k < K; ++k)
+      if (w0[k] != T(0) || w1[k] != T(0) || w2[k] != T(0) || w3[k] != T(0)) ks[nk++] = k;
+    if (nk == 0) continue;
     int c0 = 0;
     for (; c0 + kChanBlock <= CH; c0 += kChanBlock) {
       T acc[kRowBlock][kChanBlock] = {};
-      for (int k = 0; k < K; ++k) {
+      for (int j = 0; j < nk; ++j) {
+        const int k = ks[j];
         const T* f = rows[k] + c0;
         const T a0 = w0[k], a1 = w1[k], a2 = w2[k], a3 = w3[k];
 #pragma omp simd
-        for (int j = 0; j < kChanBlock; ++j) {
-          acc[0][j] += a0 * f[j];
-          acc[1][j] += a1 * f[j];
-          acc[2][j] += a2 * f[j];
-          acc[3][j] += a3 * f[j];
+        for (int c = 0; c < kChanBlock; ++c) {
+          acc[0][c] += a0 * f[c];
+          acc[1][c] += a1 * f[c];
+          acc[2][c] += a2 * f[c];
+          acc[3][c] += a3 * f[c];
         }
       }
       for (int r = 0; r < kRowBlock; ++r)
-        for (int j = 0; j < kChanBlock; ++j) out[(p0 + r) * ldo + c0 + j] += acc[r][j];
+#pragma omp simd
+        for (int c = 0; c < kChanBlock; ++c) out[(p0 + r) * ldo + c0 + c] += acc[r][c];
     }
     if (c0 < CH) {  // masked channel tail: any CH works, no padding to a compiled set
       const int n = CH - c0;
       T acc[kRowBlock][kChanBlock] = {};
-      for (int k = 0; k < K; ++k) {
+      for (int j = 0; j < nk; ++j) {
+        const int k = ks[j];
         const T* f = rows[k] + c0;
         const T a[kRowBlock] = {w0[k], w1[k], w2[k], w3[k]};
         for (int r = 0; r < kRowBlock; ++r)
-          for (int j = 0; j < n; ++j) acc[r][j] += a[r] * f[j];
+          for (int c = 0; c < n; ++c) acc[r][c] += a[r] * f[c];
       }
       for (int r = 0; r < kRowBlock; ++r)
-        for (int j = 0; j < n; ++j) out[(p0 + r) * ldo + c0 + j] += acc[r][j];
+        for (int c = 0; c < n; ++c) out[(p0 + r) * ldo + c0 + c] += acc[r][c];
     }
   }
 }

@@ -235,23 +235,48 @@ struct Batch {
     opacity[n] = g.opacity, phi[n] = g.phi, pos[n] = position, rows[n] = row;
     ++n;
   }
+  // Pads the last vector with inert entries (opacity 0 gives α = 0).
+  void seal() {
+    for (int k = n; k < kBatch && k % kLanes != 0; ++k)
+      mx[k] = my[k] = a[k] = b[k] = c[k] = opacity[k] = phi[k] = T(0), rows[k] = nullptr, pos[k] = -1;
+  }
 };
 
 // alpha[p * kBatch + k] = α of packed Gaussian k at sub-tile pixel p (0 where it does not
-// contribute), the same rule as gsrender::pair_alpha, vectorised over k.
+// contribute): gsrender::pair_alpha's rule. float64 runs the shared scalar formula (it serves
+// gradcheck); float32 runs it 8 Gaussians at a time.
 template <typename T>
-GSR_CPU_CLONES void batch_alpha(const Batch<T>& bt, int ox, int oy, T* __restrict alpha) {
-  const int nb = bt.n;
+void batch_alpha(const Batch<T>& bt, int ox, int oy, T* __restrict alpha) {
   for (int p = 0; p < kSubPixels; ++p) {
     const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
-    T* ap = alpha + p * kBatch;
-#pragma omp simd
-    for (int k = 0; k < nb; ++k) {
-      const T dx = bt.mx[k] - px, dy = bt.my[k] - py;
-      const T sigma = T(0.5) * (bt.a[k] * dx * dx + bt.c[k] * dy * dy) + bt.b[k] * dx * dy;
-      T al = bt.opacity[k] * exp_nonpositive(-sigma);
-      al = al < T(kAlphaMax) ? al : T(kAlphaMax);
-      ap[k] = (al >= T(kAlphaMin) && sigma >= T(0)) ? al : T(0);
+    for (int k = 0; k < bt.n; ++k)
+      alpha[p * kBatch + k] = pair_alpha<T>(
+          bt.opacity[k], gaussian_sigma<T>(bt.a[k], bt.b[k], bt.c[k], bt.mx[k] - px, bt.my[k] - py));
+  }
+}
+
+template <>
+GSR_CPU_CLONES inline void batch_alpha<float>(const Batch<float>& bt, int ox, int oy,
+                                              float* __restrict alpha) {
+  static_assert(kBatch % kLanes == 0, "batches are whole vectors");
+  const int nv = (bt.n + kLanes - 1) / kLanes;  // lanes past n hold opacity 0 (Batch::seal)
+  for (int p = 0; p < kSubPixels; ++p) {
+    const float px = ox + p % kSubW + 0.5f, py = oy + p / kSubW + 0.5f;
+    for (int v = 0; v < nv; ++v) {
+      const int k = v * kLanes;
+      f8 mx, my, a, b, c, o;
+      __builtin_memcpy(&mx, bt.mx + k, sizeof(f8));
+      __builtin_memcpy(&my, bt.my + k, sizeof(f8));
+      __builtin_memcpy(&a, bt.a + k, sizeof(f8));
+      __builtin_memcpy(&b, bt.b + k, sizeof(f8));
+      __builtin_memcpy(&c, bt.c + k, sizeof(f8));
+      __builtin_memcpy(&o, bt.opacity + k, sizeof(f8));
+      const f8 dx = mx - px, dy = my - py;
+      const f8 sigma = 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
+      f8 al = o * exp_nonpositive(-sigma);
+      al = al < splat(kAlphaMax) ? al : splat(kAlphaMax);
+      al = (al >= splat(kAlphaMin)) & (sigma >= splat(0.0f)) ? al : splat(0.0f);
+      __builtin_memcpy(alpha + p * kBatch + k, &al, sizeof(f8));
     }
   }
 }

@@ -97,6 +97,7 @@ void backward_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_
     Batch<T>& bt = s.batch;
     bt.n = 0;
     for (int k = k0; k < std::min(np, k0 + kBatch); ++k) bt.push(s.gs[s.packed[k]], s.packed[k], nullptr);
+    bt.seal();
     batch_alpha(bt, ox, oy, s.block);
     for (int p = 0; p < kSubPixels; ++p) {
       for (int k = 0; k < bt.n && live[p]; ++k) {

@@ -107,6 +107,7 @@ void render_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t 
   auto flush = [&] {
     if (bt.n == 0) return;
     s.computed += int64_t(bt.n) * ps.n_active;
+    bt.seal();
     batch_alpha(bt, ox, oy, s.alpha);
     if (sorted)
       batch_weights_sorted(bt, s.alpha, start, ps, s.w, s.useful);
