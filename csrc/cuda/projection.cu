@@ -1,0 +1,222 @@
+// CUDA kernels of project_fwd / project_bwd: one thread per (camera, Gaussian), running the same
+// per-pair math as the CPU backend (gsrender/projection.h).
+#include <ATen/Dispatch.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "gsrender/project_sh_checks.h"
+#include "gsrender/projection.h"
+
+namespace gsrender {
+namespace {
+
+using at::Tensor;
+
+constexpr int kThreads = 256;  // a multiple of 32: the backward reduces whole warps
+constexpr int kWarps = kThreads / 32;
+constexpr int kViewGrads = 12;  // rows 0..2 of the 4×4 viewmat gradient
+
+template <typename T>
+__global__ void project_fwd_kernel(int64_t C, int64_t N, const T* __restrict__ means,
+                                   const T* __restrict__ quats, const T* __restrict__ scales,
+                                   const T* __restrict__ opacities,
+                                   const T* __restrict__ viewmats, const T* __restrict__ Ks,
+                                   int width, int height, T eps2d, T near_plane, T far_plane,
+                                   T radius_clip, bool antialiased, int32_t* __restrict__ radii,
+                                   T* __restrict__ means2d, T* __restrict__ depths,
+                                   T* __restrict__ conics, T* __restrict__ opacities2d) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= C * N) return;
+  const int64_t c = idx / N, n = idx % N;
+  const Camera<T> cam = load_camera(viewmats + 16 * c, Ks + 9 * c, width, height);
+  const T* q = quats + 4 * n;
+  const Projected<T> r =
+      project_gaussian(load_vec3(means + 3 * n), Vec4<T>{q[0], q[1], q[2], q[3]},
+                       load_vec3(scales + 3 * n), opacities[n], cam, eps2d, near_plane,
+                       far_plane, radius_clip, antialiased);
+  radii[2 * idx] = r.radius_x;
+  radii[2 * idx + 1] = r.radius_y;
+  means2d[2 * idx] = r.mean2d.x;
+  means2d[2 * idx + 1] = r.mean2d.y;
+  depths[idx] = r.depth;
+  conics[3 * idx] = r.conic.a;
+  conics[3 * idx + 1] = r.conic.b;
+  conics[3 * idx + 2] = r.conic.c;
+  opacities2d[idx] = r.opacity2d;
+}
+
+// Adds v to *dst; with a single camera every Gaussian has exactly one writer, so no atomic.
+template <typename T>
+__device__ __forceinline__ void add_grad(T* dst, T v, bool exclusive) {
+  if (exclusive) {
+    *dst += v;
+  } else {
+    atomicAdd(dst, v);
+  }
+}
+
+// Sums vals over the thread block (every thread must call it) and atomically adds the result to
+// dst[0..kViewGrads) once per block.
+template <typename T>
+__device__ __forceinline__ void block_reduce_add(T (&vals)[kViewGrads], T* dst) {
+  __shared__ T partial[kWarps][kViewGrads];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int e = 0; e < kViewGrads; ++e) {
+    T v = vals[e];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    if (lane == 0) partial[warp][e] = v;
+  }
+  __syncthreads();
+  if (warp == 0) {
+#pragma unroll
+    for (int e = 0; e < kViewGrads; ++e) {
+      T v = lane < kWarps ? partial[lane][e] : T(0);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+      if (lane == 0) atomicAdd(dst + e, v);
+    }
+  }
+}
+
+// grid = (ceil(N / kThreads), C): a block's threads share one camera, so its v_viewmats share
+// is reduced in the block before a single atomic per entry.
+template <typename T>
+__global__ void project_bwd_kernel(
+    int64_t N, const T* __restrict__ means, const T* __restrict__ quats,
+    const T* __restrict__ scales, const T* __restrict__ opacities,
+    const T* __restrict__ viewmats, const T* __restrict__ Ks, int width, int height, T eps2d,
+    bool antialiased, const int32_t* __restrict__ radii, const T* __restrict__ v_means2d,
+    const T* __restrict__ v_depths, const T* __restrict__ v_conics,
+    const T* __restrict__ v_opacities2d, bool single_camera, T* __restrict__ v_means,
+    T* __restrict__ v_quats, T* __restrict__ v_scales, T* __restrict__ v_opacities,
+    T* __restrict__ v_viewmats) {
+  const int64_t c = blockIdx.y;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  T view_grad[kViewGrads];
+#pragma unroll
+  for (int e = 0; e < kViewGrads; ++e) view_grad[e] = T(0);
+
+  const int64_t idx = c * N + n;
+  // No early return: every thread takes part in the block reduction below.
+  if (n < N && (radii[2 * idx] > 0 || radii[2 * idx + 1] > 0)) {
+    const Camera<T> cam = load_camera(viewmats + 16 * c, Ks + 9 * c, width, height);
+    const T* q = quats + 4 * n;
+    const ProjectGrads<T> g = project_gaussian_bwd(
+        load_vec3(means + 3 * n), Vec4<T>{q[0], q[1], q[2], q[3]}, load_vec3(scales + 3 * n),
+        opacities[n], cam, eps2d, antialiased,
+        Vec2<T>{v_means2d[2 * idx], v_means2d[2 * idx + 1]}, v_depths[idx],
+        Sym2<T>{v_conics[3 * idx], v_conics[3 * idx + 1], v_conics[3 * idx + 2]},
+        v_opacities2d[idx]);
+    add_grad(v_means + 3 * n, g.v_mean.x, single_camera);
+    add_grad(v_means + 3 * n + 1, g.v_mean.y, single_camera);
+    add_grad(v_means + 3 * n + 2, g.v_mean.z, single_camera);
+    add_grad(v_quats + 4 * n, g.v_quat.w, single_camera);
+    add_grad(v_quats + 4 * n + 1, g.v_quat.x, single_camera);
+    add_grad(v_quats + 4 * n + 2, g.v_quat.y, single_camera);
+    add_grad(v_quats + 4 * n + 3, g.v_quat.z, single_camera);
+    add_grad(v_scales + 3 * n, g.v_scale.x, single_camera);
+    add_grad(v_scales + 3 * n + 1, g.v_scale.y, single_camera);
+    add_grad(v_scales + 3 * n + 2, g.v_scale.z, single_camera);
+    add_grad(v_opacities + n, g.v_opacity, single_camera);
+    const T vt[3] = {g.v_t.x, g.v_t.y, g.v_t.z};
+#pragma unroll
+    for (int i = 0; i < 3; ++i) {
+#pragma unroll
+      for (int j = 0; j < 3; ++j) view_grad[4 * i + j] = g.v_R.m[i][j];
+      view_grad[4 * i + 3] = vt[i];
+    }
+  }
+  block_reduce_add(view_grad, v_viewmats + 16 * c);
+}
+
+int64_t num_blocks(int64_t n) { return (n + kThreads - 1) / kThreads; }
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cuda(
+    const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& opacities,
+    const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
+    double near_plane, double far_plane, double radius_clip, bool antialiased) {
+  int64_t C = 0, N = 0;
+  check_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, C, N);
+  const c10::cuda::CUDAGuard guard(means.device());
+  const Tensor means_c = means.contiguous(), quats_c = quats.contiguous(),
+               scales_c = scales.contiguous(), opacities_c = opacities.contiguous(),
+               viewmats_c = viewmats.contiguous(), Ks_c = Ks.contiguous();
+  const auto opts = means.options();
+  Tensor radii = at::empty({C, N, 2}, opts.dtype(at::kInt));  // [C, N, 2]
+  Tensor means2d = at::empty({C, N, 2}, opts);                // [C, N, 2]
+  Tensor depths = at::empty({C, N}, opts);                    // [C, N]
+  Tensor conics = at::empty({C, N, 3}, opts);                 // [C, N, 3]
+  Tensor opacities2d = at::empty({C, N}, opts);               // [C, N]
+  if (C * N == 0) return {radii, means2d, depths, conics, opacities2d};
+
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "project_fwd_cuda", [&] {
+    using T = scalar_t;
+    project_fwd_kernel<T><<<num_blocks(C * N), kThreads, 0, stream>>>(
+        C, N, means_c.data_ptr<T>(), quats_c.data_ptr<T>(), scales_c.data_ptr<T>(),
+        opacities_c.data_ptr<T>(), viewmats_c.data_ptr<T>(), Ks_c.data_ptr<T>(),
+        static_cast<int>(width), static_cast<int>(height), T(eps2d), T(near_plane),
+        T(far_plane), T(radius_clip), antialiased, radii.data_ptr<int32_t>(),
+        means2d.data_ptr<T>(), depths.data_ptr<T>(), conics.data_ptr<T>(),
+        opacities2d.data_ptr<T>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return {radii, means2d, depths, conics, opacities2d};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cuda(
+    const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& opacities,
+    const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
+    bool antialiased, const Tensor& radii, const Tensor& v_means2d, const Tensor& v_depths,
+    const Tensor& v_conics, const Tensor& v_opacities2d) {
+  int64_t C = 0, N = 0;
+  check_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, C, N);
+  check_project_grads(means, C, N, radii, v_means2d, v_depths, v_conics, v_opacities2d);
+  TORCH_CHECK_VALUE(C <= 65535, "viewmats: at most 65535 cameras per call on CUDA, got ", C);
+  const c10::cuda::CUDAGuard guard(means.device());
+  const Tensor means_c = means.contiguous(), quats_c = quats.contiguous(),
+               scales_c = scales.contiguous(), opacities_c = opacities.contiguous(),
+               viewmats_c = viewmats.contiguous(), Ks_c = Ks.contiguous(),
+               radii_c = radii.contiguous(), v_means2d_c = v_means2d.contiguous(),
+               v_depths_c = v_depths.contiguous(), v_conics_c = v_conics.contiguous(),
+               v_opacities2d_c = v_opacities2d.contiguous();
+  const auto opts = means.options();
+  Tensor v_means = at::zeros({N, 3}, opts);        // [N, 3]
+  Tensor v_quats = at::zeros({N, 4}, opts);        // [N, 4]
+  Tensor v_scales = at::zeros({N, 3}, opts);       // [N, 3]
+  Tensor v_opacities = at::zeros({N}, opts);       // [N]
+  Tensor v_viewmats = at::zeros({C, 4, 4}, opts);  // [C, 4, 4], last row stays 0
+  if (C * N == 0) return {v_means, v_quats, v_scales, v_opacities, v_viewmats};
+
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const dim3 grid(static_cast<unsigned>(num_blocks(N)), static_cast<unsigned>(C));
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "project_bwd_cuda", [&] {
+    using T = scalar_t;
+    project_bwd_kernel<T><<<grid, kThreads, 0, stream>>>(
+        N, means_c.data_ptr<T>(), quats_c.data_ptr<T>(), scales_c.data_ptr<T>(),
+        opacities_c.data_ptr<T>(), viewmats_c.data_ptr<T>(), Ks_c.data_ptr<T>(),
+        static_cast<int>(width), static_cast<int>(height), T(eps2d), antialiased,
+        radii_c.data_ptr<int32_t>(), v_means2d_c.data_ptr<T>(), v_depths_c.data_ptr<T>(),
+        v_conics_c.data_ptr<T>(), v_opacities2d_c.data_ptr<T>(), C == 1,
+        v_means.data_ptr<T>(), v_quats.data_ptr<T>(), v_scales.data_ptr<T>(),
+        v_opacities.data_ptr<T>(), v_viewmats.data_ptr<T>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return {v_means, v_quats, v_scales, v_opacities, v_viewmats};
+}
+
+}  // namespace
+}  // namespace gsrender
+
+TORCH_LIBRARY_IMPL(gsrender, CUDA, m) {
+  m.impl("project_fwd", &gsrender::project_fwd_cuda);
+  m.impl("project_bwd", &gsrender::project_bwd_cuda);
+}
