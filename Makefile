@@ -1,0 +1,40 @@
+# Quick start: `make demo` (set up + render the bundled sample scene), `make test` (set up + tests).
+# Each target installs what is missing. CUDA kernels build when nvcc and a CUDA torch are present
+# (no GPU needed); GSRENDER_NO_CUDA=1 makes a CPU-only build.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_VERSION ?= 2.14.1
+export TORCH_CUDA_ARCH_LIST ?= 8.0;9.0
+export MAX_JOBS ?= $(shell nproc)
+
+.PHONY: setup build demo test bench lint clean
+
+$(VENV)/.deps: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel ninja
+	$(PY) -m pip install -q torch==$(TORCH_VERSION)
+	$(PY) -m pip install -q numpy plyfile imageio opencv-python-headless tqdm matplotlib pytest hypothesis ruff
+	touch $@
+
+setup: $(VENV)/.deps
+
+# pip's editable install registers the `gsrender` command; build_ext rebuilds what changed.
+build: setup
+	@test -f $(VENV)/.editable || ($(PY) -m pip install -q --no-build-isolation --no-deps -e . && touch $(VENV)/.editable)
+	$(PY) setup.py -q build_ext --inplace
+
+demo: build
+	$(VENV)/bin/gsrender demo
+
+test: build
+	$(PY) -m pytest -q
+
+bench: build
+	$(PY) benchmarks/cpu_render.py --quick --out out/bench
+
+lint: setup
+	$(VENV)/bin/ruff check gsrender tests benchmarks scripts
+
+clean:
+	rm -rf build gsrender/_C*.so *.egg-info
