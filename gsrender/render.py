@@ -43,14 +43,8 @@ def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     V.tensor(Ks, "Ks", (C, 3, 3), **kw)
     V.positive_int(width, "width", 16384)
     V.positive_int(height, "height", 16384)
-    if N and bool((scales <= 0).any()):
-        raise ValueError("scales must be positive (pass activated scales, e.g. exp(log_scales))")
-    if N and bool((quats.norm(dim=-1) < 1e-12).any()):
-        raise ValueError("quats contains a zero quaternion")
-    if N and bool(((opacities < 0) | (opacities > 1)).any()):
-        raise ValueError("opacities must lie in [0, 1] (pass activated opacities, e.g. sigmoid)")
-    if bool((Ks[:, 0, 0] <= 0).any() or (Ks[:, 1, 1] <= 0).any()):
-        raise ValueError("Ks must have positive focal lengths fx, fy")
+    if V.values_checked():
+        _check_values(scales, quats, opacities, Ks)
     if sh_degree is None:
         if colors.dim() == 2:
             V.tensor(colors, "colors", (N, 3), **kw)
@@ -72,6 +66,18 @@ def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     if backgrounds is not None:
         shape = (3,) if backgrounds.dim() == 1 else (C, 3)
         V.tensor(backgrounds, "backgrounds", shape, **kw)
+
+
+def _check_values(scales, quats, opacities, Ks):
+    """Range checks that read tensor data (skipped under torch.compile, see V.values_checked)."""
+    if scales.numel() and bool((scales <= 0).any()):
+        raise ValueError("scales must be positive (pass activated scales, e.g. exp(log_scales))")
+    if quats.numel() and bool((quats.norm(dim=-1) < 1e-12).any()):
+        raise ValueError("quats contains a zero quaternion")
+    if opacities.numel() and bool(((opacities < 0) | (opacities > 1)).any()):
+        raise ValueError("opacities must lie in [0, 1] (pass activated opacities, e.g. sigmoid)")
+    if bool((Ks[:, 0, 0] <= 0).any() or (Ks[:, 1, 1] <= 0).any()):
+        raise ValueError("Ks must have positive focal lengths fx, fy")
 
 
 def _impl_for(precision: str, mode: str) -> int:

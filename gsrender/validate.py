@@ -17,9 +17,15 @@ def tensor(x, name: str, shape: tuple, *, dtype=None, device=None, finite=True) 
     want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
     if x.dim() != len(shape) or any(s is not None and x.shape[i] != s for i, s in enumerate(shape)):
         raise ValueError(f"{name} must have shape {want}, got {list(x.shape)}")
-    if finite and not bool(torch.isfinite(x).all()):
+    if finite and values_checked() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or Inf")
     return x
+
+
+def values_checked() -> bool:
+    """Value checks read tensor data (a host sync); under torch.compile they are skipped so the
+    graph has no data-dependent branches — shapes, dtypes and devices are still checked."""
+    return not torch.compiler.is_compiling()
 
 
 def positive_int(v, name: str, upper: int | None = None) -> int:
