@@ -4,9 +4,24 @@ import glob
 import os
 
 from setuptools import find_packages, setup
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
-import torch
+
+def _default_cuda_home() -> None:
+    # torch locates the toolkit through `which nvcc`; a wrapper script such as /usr/local/bin/nvcc
+    # then points it at /usr/local, where libcudart is missing. Prefer the real toolkit folder.
+    if os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"):
+        return
+    for cand in ("/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)):
+        if os.path.exists(os.path.join(cand, "bin", "nvcc")):
+            os.environ["CUDA_HOME"] = cand
+            return
+
+
+_default_cuda_home()
+
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
+
+import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 

@@ -12,52 +12,68 @@ namespace cpu {
 constexpr int kRowBlock = 4;    // pixels per register block
 constexpr int kChanBlock = 16;  // channels per register block
 
+// One register block: acc[r][c] = Σ_j w_r[ks[j]] · rows[ks[j]][c0 + c] for 4 pixels × CB channels.
+template <typename T, int CB>
+inline void row_block(T (&acc)[kRowBlock][CB], const T* w0, const T* w1, const T* w2, const T* w3,
+                      const T* const* rows, int64_t c0, const int* ks, int nk) {
+  for (int j = 0; j < nk; ++j) {
+    const int k = ks[j];
+    const T* f = rows[k] + c0;
+    const T a0 = w0[k], a1 = w1[k], a2 = w2[k], a3 = w3[k];
+#pragma omp simd
+    for (int c = 0; c < CB; ++c) {
+      acc[0][c] += a0 * f[c];
+      acc[1][c] += a1 * f[c];
+      acc[2][c] += a2 * f[c];
+      acc[3][c] += a3 * f[c];
+    }
+  }
+}
+
 // out[p, :] += Σ_k w[p*ldw + k] · rows[k][:]   for p < P (P a multiple of kRowBlock), k < K.
-// Columns where a whole row block's weights are 0 (saturated or missed pixels) are skipped.
+// Columns where a whole row block's weights are 0 (saturated or missed pixels) are skipped. The
+// channel tail (any CH works, no padding to a compiled set) is staged into a zero-padded copy
+// so it runs through the same vector block instead of a scalar loop.
 template <typename T>
 GSR_CPU_CLONES void accumulate_rows(T* __restrict out, int64_t ldo, const T* __restrict w, int ldw,
                                     const T* const* rows, int P, int K, int CH) {
+  constexpr int kTail = kChanBlock / 2;
+  const int64_t body = CH - CH % kChanBlock;
+  const int tail = static_cast<int>(CH - body);
+  T tail_rows[64][kChanBlock];  // K <= kBatch (32)
+  const T* tail_ptr[64];
+  if (tail > 0)
+    for (int k = 0; k < K; ++k) {
+      for (int c = 0; c < kChanBlock; ++c) tail_rows[k][c] = c < tail ? rows[k][body + c] : T(0);
+      tail_ptr[k] = tail_rows[k];
+    }
   for (int p0 = 0; p0 < P; p0 += kRowBlock) {
     const T* w0 = w + (p0 + 0) * ldw;
     const T* w1 = w + (p0 + 1) * ldw;
     const T* w2 = w + (p0 + 2) * ldw;
     const T* w3 = w + (p0 + 3) * ldw;
-    int ks[64];  // K <= kBatch (32)
+    int ks[64];
     int nk = 0;
     for (int k = 0; k < K; ++k)
       if (w0[k] != T(0) || w1[k] != T(0) || w2[k] != T(0) || w3[k] != T(0)) ks[nk++] = k;
     if (nk == 0) continue;
-    int c0 = 0;
-    for (; c0 + kChanBlock <= CH; c0 += kChanBlock) {
+    for (int64_t c0 = 0; c0 < body; c0 += kChanBlock) {
       T acc[kRowBlock][kChanBlock] = {};
-      for (int j = 0; j < nk; ++j) {
-        const int k = ks[j];
-        const T* f = rows[k] + c0;
-        const T a0 = w0[k], a1 = w1[k], a2 = w2[k], a3 = w3[k];
-#pragma omp simd
-        for (int c = 0; c < kChanBlock; ++c) {
-          acc[0][c] += a0 * f[c];
-          acc[1][c] += a1 * f[c];
-          acc[2][c] += a2 * f[c];
-          acc[3][c] += a3 * f[c];
-        }
-      }
+      row_block<T, kChanBlock>(acc, w0, w1, w2, w3, rows, c0, ks, nk);
       for (int r = 0; r < kRowBlock; ++r)
 #pragma omp simd
         for (int c = 0; c < kChanBlock; ++c) out[(p0 + r) * ldo + c0 + c] += acc[r][c];
     }
-    if (c0 < CH) {  // masked channel tail: any CH works, no padding to a compiled set
-      const int n = CH - c0;
+    if (tail > kTail) {
       T acc[kRowBlock][kChanBlock] = {};
-      for (int j = 0; j < nk; ++j) {
-        const int k = ks[j];
-        const T* f = rows[k] + c0;
-        const T a[kRowBlock] = {w0[k], w1[k], w2[k], w3[k]};
-        for (int r = 0; r < kRowBlock; ++r)
-          for (int c = 0; c < n; ++c) acc[r][c] += a[r] * f[c];
-      }
+      row_block<T, kChanBlock>(acc, w0, w1, w2, w3, tail_ptr, 0, ks, nk);
       for (int r = 0; r < kRowBlock; ++r)
-        for (int c = 0; c < n; ++c) out[(p0 + r) * ldo + c0 + c] += acc[r][c];
+        for (int c = 0; c < tail; ++c) out[(p0 + r) * ldo + body + c] += acc[r][c];
+    } else if (tail > 0) {
+      T acc[kRowBlock][kTail] = {};
+      row_block<T, kTail>(acc, w0, w1, w2, w3, tail_ptr, 0, ks, nk);
+      for (int r = 0; r < kRowBlock; ++r)
+        for (int c = 0; c < tail; ++c) out[(p0 + r) * ldo + body + c] += acc[r][c];
     }
   }
 }
