@@ -15,6 +15,9 @@ namespace cpu {
 
 // 8 floats: GCC vector extensions give branch-free SIMD code in every clone (two SSE halves in
 // the baseline one), which auto-vectorisation does not reliably do for the α loop.
+// The helpers are always inlined, so the vector-argument ABI note GCC gives for the baseline
+// (non-AVX) clone does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
 typedef float f8 __attribute__((vector_size(32)));
 typedef int32_t i8 __attribute__((vector_size(32)));
 constexpr int kLanes = 8;
