@@ -2,7 +2,7 @@
 whose backward calls the *_bwd ops. The kernels' math lives in csrc/; nothing is recomputed here."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -44,7 +44,7 @@ def _project_backward(ctx, v_radii, v_means2d, v_depths, v_conics, v_opacities2d
     means, quats, scales, opacities, viewmats, Ks, radii = ctx.saved_tensors
     width, height, eps2d, antialiased = ctx.args
     C, N = viewmats.shape[0], means.shape[0]
-    z = lambda g, shape: means.new_zeros(shape) if g is None else g.contiguous()  # noqa: E731
+    z = lambda g, shape: means.new_zeros(shape) if g is None else g.contiguous()
     v_means, v_quats, v_scales, v_opacities, v_viewmats = _ops.project_bwd(
         means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, antialiased, radii,
         z(v_means2d, (C, N, 2)), z(v_depths, (C, N)), z(v_conics, (C, N, 3)),
@@ -129,7 +129,7 @@ def _rasterize_fake(means2d, conics, opacities, colors, depths, backgrounds, til
 
 def _rasterize_setup(ctx, inputs, output):
     (means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids, width,
-     height, tile_size, mode, weight_params, impl) = inputs
+     height, tile_size, mode, weight_params, _impl) = inputs
     render, alphas, last_ids, aux, _ = output
     ctx.has_bg = backgrounds is not None
     ctx.save_for_backward(means2d, conics, opacities, colors, depths,

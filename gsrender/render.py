@@ -1,6 +1,8 @@
 """The public renderer: rasterize() and RenderOutput (DESIGN §1, §3, §4)."""
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -32,7 +34,7 @@ def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     N, dt, dev = means.shape[0], means.dtype, means.device
     if dt not in (torch.float32, torch.float64):
         raise TypeError(f"means must be float32 or float64, got {dt}")
-    kw = dict(dtype=dt, device=dev)
+    kw = {"dtype": dt, "device": dev}
     V.tensor(quats, "quats", (N, 4), **kw)
     V.tensor(scales, "scales", (N, 3), **kw)
     V.tensor(opacities, "opacities", (N,), **kw)
@@ -45,6 +47,11 @@ def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     V.positive_int(height, "height", 16384)
     if V.values_checked():
         _check_values(scales, quats, opacities, Ks)
+    for name, t in (("colors", colors), ("features", features), ("backgrounds", backgrounds)):
+        if t is None and name != "colors":
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if sh_degree is None:
         if colors.dim() == 2:
             V.tensor(colors, "colors", (N, 3), **kw)
@@ -108,7 +115,18 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
                   features, backgrounds)
     if backend != "auto" and means.device.type != backend:
         raise ValueError(f"backend={backend!r} but means is on {means.device}; move the inputs")
-    if not (0 < near_plane < far_plane):
+    near_plane = V.real(near_plane, "near_plane", finite=False)
+    far_plane = V.real(far_plane, "far_plane", finite=False)
+    eps2d = V.real(eps2d, "eps2d")
+    radius_clip = V.real(radius_clip, "radius_clip")
+    if eps2d < 0:
+        raise ValueError(f"eps2d must be >= 0, got {eps2d}")
+    if not isinstance(antialiased, bool):
+        raise TypeError(f"antialiased must be a bool, got {type(antialiased).__name__}")
+    if not isinstance(weight_params, (tuple, list)) or len(weight_params) != 3:
+        raise ValueError(f"weight_params must be (sigma, beta, w_bg), got {weight_params!r}")
+    weight_params = [V.real(v, f"weight_params[{i}]") for i, v in enumerate(weight_params)]
+    if not (0 < near_plane < far_plane and math.isfinite(near_plane)):
         raise ValueError(f"near_plane and far_plane need 0 < near_plane < far_plane, got "
                          f"{near_plane}, {far_plane}")
     C, N = viewmats.shape[0], means.shape[0]
@@ -143,9 +161,10 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
             means2d, conics, opac2d, chans, depths, bg, tile_offsets, flatten_ids, width, height,
             tile_size, ops.SORTED if mode == "sorted" else ops.WEIGHTED,
             [float(v) for v in weight_params], _impl_for(precision, mode))
-    meta = dict(radii=radii, means2d=means2d, depths=depths, conics=conics, opacities=opac2d,
-                tile_offsets=tile_offsets, flatten_ids=flatten_ids, n_intersections=flatten_ids.shape[0],
-                tile_width=-(-width // tile_size), tile_height=-(-height // tile_size), stats=stats)
+    meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
+            "opacities": opac2d, "tile_offsets": tile_offsets, "flatten_ids": flatten_ids,
+            "n_intersections": flatten_ids.shape[0], "tile_width": -(-width // tile_size),
+            "tile_height": -(-height // tile_size), "stats": stats}
     if profile:
         meta["timings_ms"] = timings
     return RenderOutput(colors=render[..., :3], depths=render[..., 3:4], alphas=alphas,
@@ -158,26 +177,28 @@ def packing_efficiency(meta: dict) -> float:
     return float(s[2]) / max(float(s[1]), 1.0)
 
 
+class _Stage:
+    """Times one stage (synchronising CUDA so each stage is measured alone)."""
+
+    def __init__(self, device: torch.device, out: dict, name: str):
+        self.device, self.out, self.name = device, out, name
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.out[self.name] = (time.perf_counter() - self.t0) * 1e3
+
+
 class _Clock:
-    """Stage timer for profile=True (synchronises CUDA so each stage is measured alone)."""
+    """Stage timer for profile=True; a no-op context otherwise (torch.compile-friendly)."""
 
     def __init__(self, device: torch.device, enabled: bool, out: dict):
         self.device, self.enabled, self.out = device, enabled, out
 
     def __call__(self, name: str):
-        clock = self
-
-        class _Stage:
-            def __enter__(self):
-                if clock.enabled:
-                    if clock.device.type == "cuda":
-                        torch.cuda.synchronize(clock.device)
-                    self.t0 = time.perf_counter()
-
-            def __exit__(self, *exc):
-                if clock.enabled:
-                    if clock.device.type == "cuda":
-                        torch.cuda.synchronize(clock.device)
-                    clock.out[name] = (time.perf_counter() - self.t0) * 1e3
-
-        return _Stage()
+        return _Stage(self.device, self.out, name) if self.enabled else contextlib.nullcontext()

@@ -31,12 +31,12 @@ class GaussianModel:
     @property
     def sh_degree(self) -> int:
         k = int(self.sh.shape[1])
-        deg = int(round(k ** 0.5)) - 1
+        deg = round(k ** 0.5) - 1
         if (deg + 1) ** 2 != k:
             raise ValueError(f"sh has {k} coefficients per channel, not a square (deg+1)^2")
         return deg
 
-    def to(self, *args, **kwargs) -> "GaussianModel":
+    def to(self, *args, **kwargs) -> GaussianModel:
         def conv(t):
             if t is None:
                 return None
@@ -51,9 +51,9 @@ class GaussianModel:
             object_ids=conv(self.object_ids),
         )
 
-    def subset(self, mask: torch.Tensor) -> "GaussianModel":
+    def subset(self, mask: torch.Tensor) -> GaussianModel:
         """The Gaussians where mask (bool [N] or an index tensor) selects."""
-        pick = lambda t: None if t is None else t[mask]  # noqa: E731
+        pick = lambda t: None if t is None else t[mask]
         return replace(
             self, means=self.means[mask], quats=self.quats[mask], scales=self.scales[mask],
             opacities=self.opacities[mask], sh=self.sh[mask], features=pick(self.features),
@@ -61,7 +61,7 @@ class GaussianModel:
         )
 
     @staticmethod
-    def cat(models: list["GaussianModel"]) -> "GaussianModel":
+    def cat(models: list[GaussianModel]) -> GaussianModel:
         if not models:
             raise ValueError("models: need at least one GaussianModel")
         degs = {m.sh.shape[1] for m in models}

@@ -1,6 +1,8 @@
 """Argument checks for the public API: every error names the argument (DESIGN §8)."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -34,6 +36,17 @@ def positive_int(v, name: str, upper: int | None = None) -> int:
     if v <= 0 or (upper is not None and v > upper):
         rng = f"in [1, {upper}]" if upper is not None else "positive"
         raise ValueError(f"{name} must be {rng}, got {v}")
+    return v
+
+
+def real(v, name: str, finite: bool = True) -> float:
+    """A real number (Python, NumPy or 0-d tensor; bools and strings refused), finite unless
+    finite=False."""
+    if isinstance(v, (bool, str, bytes)) or not hasattr(v, "__float__"):
+        raise TypeError(f"{name} must be a number, got {type(v).__name__}")
+    v = float(v)
+    if finite and not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
     return v
 
 

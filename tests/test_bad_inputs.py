@@ -147,18 +147,8 @@ def test_rasterize_mixed_float_dtypes_name_argument(name, base):
     _raises(TypeError, name, gsrender.rasterize, **kw)
 
 
-# Non-tensor values for tensor arguments. colors / features / backgrounds are inspected with
-# `.dim()` before their type is checked, so they raise AttributeError, not TypeError.
-_DIM_BEFORE_TYPECHECK = pytest.mark.xfail(
-    strict=True, raises=AttributeError,
-    reason="render._check_inputs calls colors.dim() / features.dim() / backgrounds.dim() before "
-           "V.tensor checks the type: a list, ndarray or (colors) None raises AttributeError "
-           "without the argument's name")
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=_DIM_BEFORE_TYPECHECK) if n in ("colors", "features", "backgrounds")
-    else n for n in TENSOR_ARGS])
+# Non-tensor values for tensor arguments.
+@pytest.mark.parametrize("name", TENSOR_ARGS)
 @pytest.mark.parametrize("kind", ["list", "ndarray", "float"])
 def test_rasterize_non_tensor_names_argument(name, kind):
     kw = _scene_with_all()
@@ -172,8 +162,6 @@ def test_rasterize_none_for_required_tensor_names_argument(name):
     _raises(TypeError, name, _render, **{name: None})
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason="colors=None reaches colors.dim() "
-                   "before any type check (AttributeError, argument not named)")
 def test_rasterize_none_colors_names_argument():
     _raises(TypeError, "colors", _render, colors=None)
 
@@ -283,9 +271,6 @@ def test_rasterize_bad_near_far(near, far):
     _raises(ValueError, ["near_plane", "far_plane"], _render, near_plane=near, far_plane=far)
 
 
-@pytest.mark.xfail(strict=True, reason="non-numeric near_plane/far_plane fail inside the "
-                   "comparison `0 < near_plane < far_plane` with a TypeError that names neither "
-                   "argument (\"'<' not supported between instances of 'int' and 'str'\")")
 @pytest.mark.parametrize("name", ["near_plane", "far_plane"])
 def test_rasterize_non_numeric_near_far_names_argument(name):
     _raises(TypeError, name, _render, **{name: "1"})
@@ -302,17 +287,12 @@ def test_rasterize_bad_weight_params(params):
     _raises(ValueError, "weight_params", _render, mode="weighted", weight_params=params)
 
 
-@pytest.mark.xfail(strict=True, reason="float() of a non-numeric eps2d / radius_clip / "
-                   "weight_params entry raises \"could not convert string to float: 'x'\", which "
-                   "names no argument")
 @pytest.mark.parametrize("name,value", [("eps2d", "x"), ("radius_clip", "x"),
                                         ("weight_params", ("x", 1.0, 1.0))])
 def test_rasterize_non_numeric_scalars_name_argument(name, value):
     _raises((TypeError, ValueError), name, _render, mode="weighted", **{name: value})
 
 
-@pytest.mark.xfail(strict=True, reason="antialiased is passed through bool(): the string 'no' "
-                   "silently enables antialiasing instead of raising TypeError")
 def test_rasterize_non_bool_antialiased():
     _raises(TypeError, "antialiased", _render, antialiased="no")
 
@@ -641,10 +621,6 @@ _LAST_IDS_CRASH = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="rasterize_bwd only checks last_ids against [0, M]; a "
-                   "value past the end of its own tile's run makes backward_subtile pack "
-                   "Gaussians past the tile list (pack_subtile(s.gs, limit) with limit > n): "
-                   "out-of-bounds reads of s.gs and writes to s.touched/s.dcolor -> SIGSEGV")
 def test_raw_rasterize_bwd_last_ids_outside_tile_run_raises():
     res = _run_isolated(_LAST_IDS_CRASH)
     assert res.returncode == 0, f"crashed with return code {res.returncode}: {res.stderr[-2000:]}"

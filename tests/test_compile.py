@@ -7,15 +7,12 @@ branches in the graph) but still checks shapes, dtypes and devices at trace time
 """
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import gsrender
 from gsrender import ops
-from gsrender import render as R
 
 F32, F64 = torch.float32, torch.float64
 W, H = 32, 24
@@ -89,56 +86,26 @@ def _render_fn(mode: str, sh_degree, **fixed):
     return f
 
 
-class _Stage:
-    """The proposed fix for render._Clock: a module-level context manager (dynamo cannot trace the
-    `class _Stage` statement that _Clock.__call__ executes on every call)."""
-
-    def __init__(self, clock, name):
-        self.clock, self.name = clock, name
-
-    def __enter__(self):
-        if self.clock.enabled:
-            if self.clock.device.type == "cuda":
-                torch.cuda.synchronize(self.clock.device)
-            self.t0 = time.perf_counter()
-
-    def __exit__(self, *exc):
-        if self.clock.enabled:
-            if self.clock.device.type == "cuda":
-                torch.cuda.synchronize(self.clock.device)
-            self.clock.out[self.name] = (time.perf_counter() - self.t0) * 1e3
-
-
-@pytest.mark.xfail(strict=True, raises=torch._dynamo.exc.Unsupported, reason=(
-    "rasterize() is not fullgraph-traceable: render._Clock.__call__ defines `class _Stage` on "
-    "every call, and dynamo cannot trace a class definition ('Invalid call to __build_class__'); "
-    "fix: define _Stage at module level (see _Stage here and the test below), or use "
-    "contextlib.nullcontext() when profile=False"))
 def test_compile_rasterize_fullgraph_matches_eager():
     f = _render_fn("sorted", 1)
     _check_same(f, torch.compile(f, fullgraph=True), _scene(sh_degree=1), atol=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["sorted", "weighted"])
-def test_compile_rasterize_fullgraph_with_module_level_clock(monkeypatch, mode):
-    """With _Clock's stages as a module-level class, rasterize() compiles with fullgraph=True and
-    matches eager (AOT autograd backend: the graph is the same; inductor is exercised by the ops
-    test below and by the test above once _Clock is fixed)."""
-    monkeypatch.setattr(R._Clock, "__call__", lambda self, name: _Stage(self, name))
+def test_compile_rasterize_fullgraph_aot(mode):
+    """Both modes through AOT autograd (the inductor path is the test above)."""
     f = _render_fn(mode, 1)
     _check_same(f, torch.compile(f, fullgraph=True, backend="aot_eager"), _scene(sh_degree=1))
 
 
-def test_compile_rasterize_rgb_float64_with_module_level_clock(monkeypatch):
-    monkeypatch.setattr(R._Clock, "__call__", lambda self, name: _Stage(self, name))
+def test_compile_rasterize_rgb_float64():
     f = _render_fn("sorted", None, precision="fp32", antialiased=True)
     _check_same(f, torch.compile(f, fullgraph=True, backend="aot_eager"),
                 _scene(F64, sh_degree=None, D=1))
 
 
-def test_compile_rasterize_returns_render_output(monkeypatch):
+def test_compile_rasterize_returns_render_output():
     """The whole RenderOutput can leave the compiled function, meta included."""
-    monkeypatch.setattr(R._Clock, "__call__", lambda self, name: _Stage(self, name))
     scene = _scene(sh_degree=1)
 
     def f(means, quats, scales, opacities, colors, viewmats, Ks, features, backgrounds):
@@ -155,11 +122,10 @@ def test_compile_rasterize_returns_render_output(monkeypatch):
         torch.testing.assert_close(out_c.meta[k], out_e.meta[k], rtol=0, atol=0)
 
 
-def test_compile_rasterize_still_checks_shapes(monkeypatch):
+def test_compile_rasterize_still_checks_shapes():
     """Shape checks run at trace time. Without fullgraph the ValueError reaches the caller; with
     fullgraph=True dynamo wraps any exception raised while tracing in Unsupported ('Observed
     exception', a RuntimeError) whose message carries the original one (torch's behaviour)."""
-    monkeypatch.setattr(R._Clock, "__call__", lambda self, name: _Stage(self, name))
     scene = _scene(sh_degree=1)
     scene["quats"] = scene["quats"][:, :3]
     f = _render_fn("sorted", 1)

@@ -99,31 +99,16 @@ def _probe(reports, name: str) -> str:
     return detail
 
 
-_NO_SIZE_CAP = ("the raw ops have no upper bound on width/height (only the public rasterize() caps "
-                "them at 16384): {what}")
-
-
-@pytest.mark.xfail(strict=True, reason=_NO_SIZE_CAP.format(
-    what="rasterize_fwd at 100000x100000 goes on to allocate the [C,H,W,CH] render (160 GB here) "
-         "and only fails in the allocator (RuntimeError 'DefaultCPUAllocator: can't allocate "
-         "memory'); any size the allocator grants is allocated and written in full"))
 def test_huge_image_rasterize_fwd_raises_clear_error(reports):
     detail = _probe(reports, "huge_image_rasterize_fwd")
     assert detail.startswith("ValueError") and ("width" in detail or "height" in detail), detail
 
 
-@pytest.mark.xfail(strict=True, reason=_NO_SIZE_CAP.format(
-    what="bin_tiles at 100000x100000 allocates ~470 MB of per-tile counters and offsets and "
-         "returns; with tile_size 1 it raises MemoryError (std::bad_alloc) instead of ValueError"))
 def test_huge_image_bin_tiles_raises_clear_error(reports):
     detail = _probe(reports, "huge_image_bin_tiles")
     assert detail.startswith("ValueError") and ("width" in detail or "height" in detail), detail
 
 
-@pytest.mark.xfail(strict=True, reason="bin_tiles narrows width/height to int: width = 2**32 + 16 "
-                   "is binned as width 16 and returns a [C, TH, 1] tile grid (the fake impl says "
-                   "[C, TH, 268435457]); width = 2**31 + 16 raises \"cannot create std::vector "
-                   "larger than max_size()\"")
 def test_width_past_int32_is_rejected(reports):
     detail = _probe(reports, "width_past_int32_bin_tiles")
     assert detail.startswith("ValueError") and "width" in detail, detail

@@ -89,8 +89,7 @@ std::tuple<at::Tensor, at::Tensor> bin_tiles_cpu(const at::Tensor& means2d,
   check_int32(radii, "radii");
   check_shape(depths, "depths", {C, N});
   check_float(depths, "depths", means2d.scalar_type());
-  TORCH_CHECK_VALUE(width > 0 && height > 0, "width and height must be positive, got ", width,
-                    "x", height);
+  check_image_size(width, height);
   TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
                     tile_size);
   std::tuple<at::Tensor, at::Tensor> out;

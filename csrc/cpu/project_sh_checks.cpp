@@ -1,5 +1,6 @@
 // Validation of the projection / SH op inputs (see gsrender/project_sh_checks.h).
 #include "gsrender/project_sh_checks.h"
+#include "gsrender/checks.h"
 
 #include <c10/util/Exception.h>
 
@@ -57,8 +58,7 @@ void check_project_inputs(const at::Tensor& means, const at::Tensor& quats,
   expect_like(opacities, "opacities", means, "means");
   expect_like(viewmats, "viewmats", means, "means");
   expect_like(Ks, "Ks", means, "means");
-  TORCH_CHECK_VALUE(width > 0 && height > 0, "width and height must be positive, got ", width,
-                    "x", height);
+  check_image_size(width, height);
   TORCH_CHECK_VALUE(eps2d >= 0.0, "eps2d must be >= 0, got ", eps2d);
 }
 

@@ -78,8 +78,7 @@ inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Ten
     check_device(bg, "backgrounds", dev);
     bg = bg.contiguous();
   }
-  TORCH_CHECK_VALUE(width > 0 && height > 0, "width and height must be positive, got ", width,
-                    "x", height);
+  check_image_size(width, height);
   TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
                     tile_size);
   const int64_t TH = (height + tile_size - 1) / tile_size, TW = (width + tile_size - 1) / tile_size;

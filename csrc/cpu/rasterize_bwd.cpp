@@ -183,11 +183,21 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
                       {&v_render, "v_render"}, {&v_alphas, "v_alphas"}})
     check_float(*t, n, dt);
   const auto last_c = last_ids.contiguous();
-  {
+  {  // each pixel's last_ids must lie inside its own tile's run (the backward indexes by it)
     const int32_t* l = last_c.data_ptr<int32_t>();
+    const int32_t* off = in.tile_offsets.data_ptr<int32_t>();
+    const int64_t TH = in.tile_offsets.size(1), TW = in.tile_offsets.size(2);
     const int64_t M = flatten_ids.numel();
-    for (int64_t i = 0; i < last_c.numel(); ++i)
-      TORCH_CHECK_VALUE(l[i] >= 0 && l[i] <= M, "last_ids holds an index outside flatten_ids");
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t y = 0; y < height; ++y)
+        for (int64_t x = 0; x < width; ++x) {
+          const int64_t t = (c * TH + y / tile_size) * TW + x / tile_size;
+          const int64_t start = off[t], end = t + 1 < C * TH * TW ? off[t + 1] : M;
+          const int32_t v = l[(c * height + y) * width + x];
+          TORCH_CHECK_VALUE(v >= start && v <= end,
+                            "last_ids must lie inside each pixel's tile run (as rasterize_fwd "
+                            "returns it)");
+        }
   }
   const auto render_c = render.contiguous(), alphas_c = alphas.contiguous(),
              aux_c = aux.contiguous(), v_render_c = v_render.contiguous(),

@@ -23,6 +23,15 @@ inline void check_shape(const at::Tensor& t, const char* name, std::vector<int64
                       ", got ", t.sizes());
 }
 
+// Images up to 16384 px a side (as the Python API); larger requests are refused before any
+// allocation rather than failing in the allocator or overflowing int32 pixel indices.
+constexpr int64_t kMaxImageSide = 16384;
+inline void check_image_size(int64_t width, int64_t height) {
+  TORCH_CHECK_VALUE(width > 0 && height > 0 && width <= kMaxImageSide && height <= kMaxImageSide,
+                    "width and height must be in [1, ", kMaxImageSide, "], got ", width, "x",
+                    height);
+}
+
 inline void check_float(const at::Tensor& t, const char* name, at::ScalarType dtype) {
   TORCH_CHECK_TYPE(t.scalar_type() == dtype, name, " must have dtype ", dtype, ", got ",
                    t.scalar_type());
