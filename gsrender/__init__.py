@@ -2,5 +2,5 @@
 from gsrender.render import DEFAULT_WEIGHT_PARAMS, RenderOutput, packing_efficiency, rasterize
 from gsrender.scene import GaussianModel
 
-__all__ = ["rasterize", "RenderOutput", "GaussianModel", "DEFAULT_WEIGHT_PARAMS", "packing_efficiency"]
+__all__ = ["DEFAULT_WEIGHT_PARAMS", "GaussianModel", "RenderOutput", "packing_efficiency", "rasterize"]
 __version__ = "0.1.0"
