@@ -452,15 +452,7 @@ def test_noncontiguous_inputs():
         assert torch.equal(getattr(out, k), getattr(expected, k)), k
 
 
-# ------------------------------------------------------------- float64 constants (known bug)
-
-F64_CONSTANTS_BUG = (
-    "csrc/include/gsrender/common.h defines kAlphaMin = 1.0f/255.0f, kAlphaMax = 0.99f and "
-    "kTransmittanceMin = 1e-4f as float; the float64 kernels (alpha.h: T(kAlphaMax), "
-    "raster_tile.h: splat(kAlphaMax), the cut and the stop) use them promoted to double, i.e. "
-    "0.9900000095367432, 0.003921568859368563 and 9.99999974737875e-05 instead of 0.99, 1/255 "
-    "and 1e-4 (reference.py, DESIGN §3). Float64 renders then differ from the reference by ~1e-8 "
-    "wherever α clamps, and by a whole contribution for pairs/pixels between the two thresholds.")
+# ----------------------------------------------- float64 thresholds are exactly 0.99, 1/255, 1e-4
 
 
 def _one_pixel(opacities, colors):
@@ -475,7 +467,6 @@ def _one_pixel(opacities, colors):
     return render(scene), render_ref(scene)
 
 
-@pytest.mark.xfail(strict=True, reason=F64_CONSTANTS_BUG)
 def test_float64_alpha_clamp_is_0_99():
     # opacity 0.995 at σ = 0: α = min(0.99, 0.995) = 0.99 -> alpha 0.99, colour 0.99
     out, exp = _one_pixel([0.995], [[1.0, 1.0, 1.0]])
@@ -483,7 +474,6 @@ def test_float64_alpha_clamp_is_0_99():
     assert abs(float(out.alphas) - 0.99) < 1e-12  # got 0.9900000095367432
 
 
-@pytest.mark.xfail(strict=True, reason=F64_CONSTANTS_BUG)
 def test_float64_alpha_cut_is_1_over_255():
     # α = 0.0039215687 ≥ 1/255 = 0.00392156862745...: the pair contributes
     out, exp = _one_pixel([0.0039215687], [[1.0, 1.0, 1.0]])
@@ -491,7 +481,6 @@ def test_float64_alpha_cut_is_1_over_255():
     assert abs(float(out.alphas) - 0.0039215687) < 1e-12  # got 0.0
 
 
-@pytest.mark.xfail(strict=True, reason=F64_CONSTANTS_BUG)
 def test_float64_stop_threshold_is_1e_4():
     # α = 0.95, 0.95, 0.96 + 1e-10: T·(1−α3) = 1e-4 − 2.5e-13 < 1e-4, so the third (white)
     # Gaussian is excluded: colour 0, alpha 1 − 0.0025

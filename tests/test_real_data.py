@@ -91,8 +91,6 @@ def test_garden_subset_matches_reference(garden, mode):
 
 
 @needs["garden"]
-@pytest.mark.xfail(strict=True, reason="float64 kernels use float constants (α clamp at "
-                   "(double)0.99f): see test_rasterize.F64_CONSTANTS_BUG")
 def test_garden_subset_float64_matches_reference(garden):
     """float64 inputs agree with the reference to rounding, ambiguous pixels included."""
     model, vms, Ks, W, H = garden

@@ -273,8 +273,8 @@ GSR_CPU_CLONES inline void batch_alpha<float>(const Batch<float>& bt, int ox, in
       const f8 dx = mx - px, dy = my - py;
       const f8 sigma = 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
       f8 al = o * exp_nonpositive(-sigma);
-      al = al < splat(kAlphaMax) ? al : splat(kAlphaMax);
-      al = (al >= splat(kAlphaMin)) & (sigma >= splat(0.0f)) ? al : splat(0.0f);
+      al = al < splat(float(kAlphaMax)) ? al : splat(float(kAlphaMax));
+      al = (al >= splat(float(kAlphaMin))) & (sigma >= splat(0.0f)) ? al : splat(0.0f);
       __builtin_memcpy(alpha + p * kBatch + k, &al, sizeof(f8));
     }
   }

@@ -10,12 +10,14 @@
 
 namespace gsrender {
 
+// The thresholds are double so that T(k) is the correctly rounded value in float AND double
+// (a float constant widened to double would be 0.99000000953… in the float64 kernels).
 // A (pixel, Gaussian) pair contributes iff alpha >= 1/255.
-constexpr float kAlphaMin = 1.0f / 255.0f;
+constexpr double kAlphaMin = 1.0 / 255.0;
 // alpha = min(kAlphaMax, o * exp(-sigma)).
-constexpr float kAlphaMax = 0.99f;
+constexpr double kAlphaMax = 0.99;
 // A pixel stops at the first Gaussian where T * (1 - alpha) < kTransmittanceMin.
-constexpr float kTransmittanceMin = 1e-4f;
+constexpr double kTransmittanceMin = 1e-4;
 
 enum class RasterMode : int { kSorted = 0, kWeighted = 1 };
 enum class RasterImpl : int { kMatrix = 0, kScalar = 1 };
