@@ -1,0 +1,4 @@
+"""`python -m gsrender ...` runs the `gsrender` command (gsrender.cli)."""
+from gsrender.cli import main
+
+raise SystemExit(main())
