@@ -1,0 +1,294 @@
+// Lane-level bookkeeping of the Tensor Core rasterizer (DESIGN §5.1, §5a): which (pixel, Gaussian)
+// pairs and (Gaussian, channel) elements each lane owns for
+// `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`, α for the lane's pairs, the transmittance
+// scan along a row inside a quad with the exact early stop, f16x2 packing and the C-fragment →
+// (pixel, channel) map. Everything is GSR_HOST_DEVICE so the host warp emulator
+// (csrc/cpu/warp_emulator.h) runs the very code the kernel runs and a CPU test proves it.
+//
+// Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16", g = lane>>2, t = lane&3):
+//   A 16×16 (rows = pixels, cols = Gaussians), 4 × .b32 registers of 2 halves, element i ∈ [0,8):
+//     register i>>1, half i&1 (low 16 bits = lower column);
+//     row = g + 8·((i>>1)&1), col = 2t + (i&1) + 8·(i>>2)
+//     R0 = (g, 2t..2t+1)  R1 = (g+8, 2t..2t+1)  R2 = (g, 2t+8..2t+9)  R3 = (g+8, 2t+8..2t+9)
+//   B 16×8 (rows k = Gaussians, cols n = channels), 2 registers, element i ∈ [0,4):
+//     k = 2t + (i&1) + 8·(i>>1), n = g
+//   C/D 16×8 f32, element i ∈ [0,4): row = g + 8·(i>>1), col = 2t + (i&1)
+// Warp sub-tile (8×4 pixels, pixel p = py·8 + px) = two m16 row blocks: block b holds sub-tile
+// rows 2b (m16 rows 0–7) and 2b+1 (rows 8–15), so m16 row r of block b is pixel 16b + r and a lane
+// owns the sub-tile column px = g: pixels (g, 2b + h) for h ∈ {0, 1} in each block.
+//
+// Shuffle-using functions are written against an abstract quad `Q` (q.up / q.idx / q.xor_ within
+// groups of 4 lanes) and generic lane types: on the device V = float, I = int, M = bool (one
+// lane's registers, Q = DeviceQuad); the host emulator instantiates them with 32-lane vectors, so
+// one body runs all lanes in lockstep. They only use sel / vmin / vmax / arithmetic / comparisons.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "gsrender/alpha.h"
+#include "gsrender/common.h"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+// Unroll hint for the device pass only (host compilers warn on the unknown pragma).
+#if defined(__CUDA_ARCH__)
+#define GSR_UNROLL _Pragma("unroll")
+#else
+#define GSR_UNROLL
+#endif
+
+namespace gsrender {
+namespace mma {
+
+constexpr int kWarpSize = 32;
+constexpr int kM = 16, kN = 8, kK = 16;  // m16n8k16: 16 pixels × 8 channels × 16 Gaussians
+constexpr int kSubW = 8, kSubH = 4;      // a warp's sub-tile (DESIGN §5.1)
+constexpr int kBlocks = 2;               // m16 row blocks per sub-tile
+
+GSR_HOST_DEVICE int lane_group(int lane) { return lane >> 2; }  // g
+GSR_HOST_DEVICE int lane_quad(int lane) { return lane & 3; }    // t
+
+// ---------------------------------------------------------------------------- fragment maps
+
+// A element i ∈ [0,8) of a lane.
+GSR_HOST_DEVICE int a_row(int lane, int i) { return (lane >> 2) + 8 * ((i >> 1) & 1); }
+GSR_HOST_DEVICE int a_col(int lane, int i) { return 2 * (lane & 3) + (i & 1) + 8 * (i >> 2); }
+// B element i ∈ [0,4): k (Gaussian) and n (channel).
+GSR_HOST_DEVICE int b_row(int lane, int i) { return 2 * (lane & 3) + (i & 1) + 8 * (i >> 1); }
+GSR_HOST_DEVICE int b_col(int lane, int /*i*/) { return lane >> 2; }
+// C/D element i ∈ [0,4): pixel row and channel.
+GSR_HOST_DEVICE int c_row(int lane, int i) { return (lane >> 2) + 8 * (i >> 1); }
+GSR_HOST_DEVICE int c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
+
+// The lane's j-th Gaussian column j ∈ [0,4): 2t, 2t+1, 2t+8, 2t+9 (A elements with row half h are
+// i = 2h + (j&1) + 4·(j>>1)).
+GSR_HOST_DEVICE int lane_col(int lane, int j) { return 2 * (lane & 3) + (j & 1) + 8 * (j >> 1); }
+GSR_HOST_DEVICE int a_elem(int h, int j) { return 2 * h + (j & 1) + 4 * (j >> 1); }
+
+// ldmatrix.sync.aligned.m8n8.x2.trans: lane l < 16 supplies the shared address of row l of the
+// [16 Gaussians][8 channels] half block (matrix l>>3, its row l&7); lanes 16–31 are ignored.
+// With .trans, lane receives stored[8m + 2t + h][g] in register m, half h — exactly B element
+// i = 2m + h. Rows must be 16-byte aligned.
+GSR_HOST_DEVICE int ldmatrix_x2_row(int lane) { return lane & 15; }
+
+// Sub-tile pixel ↔ (m16 block, row).
+GSR_HOST_DEVICE int subtile_px(int /*block*/, int row) { return row & 7; }
+GSR_HOST_DEVICE int subtile_py(int block, int row) { return 2 * block + (row >> 3); }
+GSR_HOST_DEVICE int subtile_block(int /*px*/, int py) { return py >> 1; }
+GSR_HOST_DEVICE int subtile_row(int px, int py) { return px + 8 * (py & 1); }
+// The lane's pixel for row half h of block b (A rows g + 8h, C elements with i>>1 == h).
+GSR_HOST_DEVICE int lane_px(int lane) { return lane >> 2; }
+GSR_HOST_DEVICE int lane_py(int block, int h) { return 2 * block + h; }
+
+// ---------------------------------------------------------------------------- α of the lane
+
+// The lane's 4 Gaussian columns of one batch of 16 (on the GPU read from the warp's packed batch
+// in shared memory at lane_col(lane, j)). Padding slots have opacity 0 (α = 0) and pos1 = 0.
+template <typename T>
+struct LaneGaussians {
+  T mx[4], my[4], a[4], b[4], c[4], opacity[4];
+};
+
+// α of the lane's 2 pixels (rows g, g+8 of m16 block `block`) × 4 Gaussians: gsrender::pair_alpha,
+// the rule every backend shares. (ox, oy): the sub-tile's pixel origin.
+template <typename T>
+GSR_HOST_DEVICE void lane_alpha(int lane, int block, int ox, int oy, const LaneGaussians<T>& lg,
+                                T (&alpha)[2][4]) {
+  const T px = ox + lane_px(lane) + T(0.5);
+GSR_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const T py = oy + lane_py(block, h) + T(0.5);
+GSR_UNROLL
+    for (int j = 0; j < 4; ++j)
+      alpha[h][j] = pair_alpha<T>(
+          lg.opacity[j], gaussian_sigma<T>(lg.a[j], lg.b[j], lg.c[j], lg.mx[j] - px, lg.my[j] - py));
+  }
+}
+
+// ---------------------------------------------------------------------------- lane-generic ops
+
+// Scalar (device, one lane) versions; the host emulator overloads them for its lane vectors.
+GSR_HOST_DEVICE float sel(bool c, float a, float b) { return c ? a : b; }
+GSR_HOST_DEVICE int sel(bool c, int a, int b) { return c ? a : b; }
+GSR_HOST_DEVICE float vmin(float a, float b) { return b < a ? b : a; }
+GSR_HOST_DEVICE int vmax(int a, int b) { return b > a ? b : a; }
+
+// Exclusive product scan of one value per lane along the 4 lanes of a quad (t = 0..3):
+// excl = Π_{t'<t} p(t'), total = Π_{all t'} p(t') (broadcast from t = 3). Two shuffle-up steps
+// (Hillis–Steele), one shift, one broadcast.
+template <class V, class I, class Q>
+GSR_HOST_DEVICE void quad_exclusive_product(const V& p, const I& t, Q& q, V& excl, V& total) {
+  V incl = p;
+  V up = q.up(incl, 1);
+  incl = sel(t >= 1, incl * up, incl);
+  up = q.up(incl, 2);
+  incl = sel(t >= 2, incl * up, incl);
+  excl = sel(t >= 1, q.up(incl, 1), V(1.0f));
+  total = q.idx(incl, 3);
+}
+
+// One pixel row of one m16 block for one batch of 16 Gaussians (DESIGN §4, sorted mode):
+//   in:  alpha[j] of the lane's 4 columns, pos1[j] = list position + 1 of column j (0 = padding),
+//        trans = T before the batch, done = the pixel stopped earlier (or is outside the image)
+//   out: w[j] = A·T·[T·(1−A) ≥ 1e-4] with everything from the first stop on excluded,
+//        trans ← T after the last kept Gaussian, last ← max kept pos1, done ← stopped.
+// The row's columns run 0–7 over the quad's low pairs, then 8–15 over its high pairs: T before a
+// lane's low pair is T0·Π(lower lanes' low pairs), before its high pair T0·Π(all low pairs)·
+// Π(lower lanes' high pairs). Exactness of the stop without a second scan: T after a
+// contributing Gaussian (α ≥ 1/255) is at most (1 − 1/255)× the T after any earlier one, far
+// beyond the few-ulp rounding of differently associated products, so once one contributing
+// column stops every later contributing column computes T·(1−A) < 1e-4 too; columns with α = 0
+// get w = 0 regardless. The carried T is therefore the min over kept columns (and T0), the last
+// id the max, the stop flag the OR: three quad reductions all lanes of the quad agree on.
+template <class V, class I, class M, class Q>
+GSR_HOST_DEVICE void row_weights(const V (&alpha)[4], const I (&pos1)[4], const I& t, Q& q,
+                                 V& trans, M& done, I& last, V (&w)[4]) {
+  V f[4];
+GSR_UNROLL
+  for (int j = 0; j < 4; ++j) f[j] = V(1.0f) - alpha[j];
+  V x_lo, tot_lo, x_hi, tot_hi;
+  quad_exclusive_product(f[0] * f[1], t, q, x_lo, tot_lo);
+  quad_exclusive_product(f[2] * f[3], t, q, x_hi, tot_hi);
+  V tb[4];  // T before each of the lane's columns
+  tb[0] = trans * x_lo;
+  tb[1] = tb[0] * f[0];
+  tb[2] = trans * tot_lo * x_hi;
+  tb[3] = tb[2] * f[2];
+  V carry = trans;
+  I lst = last;
+  M stopped(false);
+GSR_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    const V after = tb[j] * f[j];
+    const M contrib = (alpha[j] > V(0.0f)) & !done;
+    const M stop = contrib & (after < V(kTransmittanceMin));
+    const M keep = contrib & !stop;
+    w[j] = sel(keep, alpha[j] * tb[j], V(0.0f));
+    carry = sel(keep, vmin(carry, after), carry);
+    lst = sel(keep, vmax(lst, pos1[j]), lst);
+    stopped = stopped | stop;
+  }
+  carry = vmin(carry, q.xor_(carry, 1));
+  carry = vmin(carry, q.xor_(carry, 2));
+  lst = vmax(lst, q.xor_(lst, 1));
+  lst = vmax(lst, q.xor_(lst, 2));
+  I s = sel(stopped, I(1), I(0));
+  s = vmax(s, q.xor_(s, 1));
+  s = vmax(s, q.xor_(s, 2));
+  trans = carry;
+  last = lst;
+  done = done | (s > I(0));
+}
+
+#if defined(__CUDACC__)
+// The device quad: shuffles within groups of 4 lanes. All 32 lanes must be converged.
+struct DeviceQuad {
+  template <class T>
+  __device__ __forceinline__ T up(T v, int d) const { return __shfl_up_sync(0xffffffffu, v, d, 4); }
+  template <class T>
+  __device__ __forceinline__ T idx(T v, int src) const { return __shfl_sync(0xffffffffu, v, src, 4); }
+  template <class T>
+  __device__ __forceinline__ T xor_(T v, int m) const {
+    return __shfl_xor_sync(0xffffffffu, v, m, 4);
+  }
+};
+#endif
+
+// ---------------------------------------------------------------------------- f16 / bf16 packing
+
+// float → IEEE half bits, round to nearest even (host; the device uses __floats2half2_rn).
+GSR_HOST_DEVICE uint16_t float_to_half_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
+  if (mag >= 0x7f800000u) return sign | (mag > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN / inf
+  if (mag >= 0x477ff000u) return sign | 0x7c00u;  // ≥ 65520 rounds to inf
+  const uint32_t e = mag >> 23;
+  if (e < 113) {  // |f| < 2^-14: a half subnormal (unit 2^-24) or 0
+    if (e < 102) return sign;
+    const uint32_t m = (mag & 0x7fffffu) | 0x800000u, s = 126 - e;  // |f| = m·2^(e−150)
+    uint32_t h = m >> s;
+    const uint32_t rem = m & ((1u << s) - 1), half = 1u << (s - 1);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (mag - 0x38000000u) >> 13;  // rebias 127 → 15
+  const uint32_t rem = mag & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
+  return static_cast<uint16_t>(sign | h);
+}
+
+GSR_HOST_DEVICE float half_bits_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0x1f) {
+    x = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0) {
+    x = sign | ((e + 112) << 23) | (m << 13);
+  } else if (m == 0) {
+    x = sign;
+  } else {  // subnormal: m·2^-24, exact in float
+    const float v = static_cast<float>(m) * (1.0f / 16777216.0f);
+    memcpy(&x, &v, 4);
+    x |= sign;
+  }
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+// float → bfloat16 bits, round to nearest even.
+GSR_HOST_DEVICE uint16_t float_to_bf16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+GSR_HOST_DEVICE float bf16_bits_to_float(uint16_t h) {
+  const uint32_t x = uint32_t(h) << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+// Two floats → one .b32 register: lo in bits 0–15 (the lower column/row), hi in bits 16–31.
+GSR_HOST_DEVICE uint32_t pack_half2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  const __half2 v = __floats2half2_rn(lo, hi);
+  uint32_t r;
+  memcpy(&r, &v, 4);
+  return r;
+#else
+  return uint32_t(float_to_half_bits(lo)) | (uint32_t(float_to_half_bits(hi)) << 16);
+#endif
+}
+
+GSR_HOST_DEVICE uint32_t pack_bf162(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  uint32_t r;
+  memcpy(&r, &v, 4);
+  return r;
+#else
+  return uint32_t(float_to_bf16_bits(lo)) | (uint32_t(float_to_bf16_bits(hi)) << 16);
+#endif
+}
+
+// The lane's W of one m16 block (w[h][j]: row half h, column j) → the 4 A registers:
+// register r, half e is element i = 2r + e, i.e. h = r&1, j = e + 2·(r>>1).
+template <bool kBf16 = false>
+GSR_HOST_DEVICE void pack_a(const float (&w)[2][4], uint32_t (&reg)[4]) {
+GSR_UNROLL
+  for (int r = 0; r < 4; ++r) {
+    const float lo = w[r & 1][2 * (r >> 1)], hi = w[r & 1][2 * (r >> 1) + 1];
+    reg[r] = kBf16 ? pack_bf162(lo, hi) : pack_half2(lo, hi);
+  }
+}
+
+}  // namespace mma
+}  // namespace gsrender
