@@ -1,5 +1,8 @@
 // Validation of the projection / SH op inputs (see gsrender/project_sh_checks.h).
 #include "gsrender/project_sh_checks.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include "gsrender/checks.h"
 
 #include <c10/util/Exception.h>
@@ -95,6 +98,41 @@ void check_sh_inputs(int64_t degree, const at::Tensor& dirs, const at::Tensor& c
 void check_sh_grads(const at::Tensor& dirs, const at::Tensor& v_colors) {
   expect_shape(v_colors, "v_colors", {dirs.size(0), dirs.size(1), 3}, "[C, N, 3] (like dirs)");
   expect_like(v_colors, "v_colors", dirs, "dirs");
+}
+
+ProjectInputs prepare_project_inputs(const at::Tensor& means, const at::Tensor& quats,
+                                     const at::Tensor& scales, const at::Tensor& opacities,
+                                     const at::Tensor& viewmats, const at::Tensor& Ks,
+                                     int64_t width, int64_t height, double eps2d) {
+  int64_t C = 0, N = 0;
+  check_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, C, N);
+  return {C,
+          N,
+          means.contiguous(),
+          quats.contiguous(),
+          scales.contiguous(),
+          opacities.contiguous(),
+          viewmats.contiguous(),
+          Ks.contiguous()};
+}
+
+ProjectOutputs empty_project_outputs(int64_t C, int64_t N, const at::TensorOptions& opts) {
+  return {at::empty({C, N, 2}, opts.dtype(at::kInt)), at::empty({C, N, 2}, opts),
+          at::empty({C, N}, opts), at::empty({C, N, 3}, opts), at::empty({C, N}, opts)};
+}
+
+ProjectGradInputs prepare_project_grads(const at::Tensor& means, int64_t C, int64_t N,
+                                        const at::Tensor& radii, const at::Tensor& v_means2d,
+                                        const at::Tensor& v_depths, const at::Tensor& v_conics,
+                                        const at::Tensor& v_opacities2d) {
+  check_project_grads(means, C, N, radii, v_means2d, v_depths, v_conics, v_opacities2d);
+  return {radii.contiguous(), v_means2d.contiguous(), v_depths.contiguous(),
+          v_conics.contiguous(), v_opacities2d.contiguous()};
+}
+
+ProjectGradOutputs zero_project_grads(int64_t C, int64_t N, const at::TensorOptions& opts) {
+  return {at::zeros({N, 3}, opts), at::zeros({N, 4}, opts), at::zeros({N, 3}, opts),
+          at::zeros({N}, opts), at::zeros({C, 4, 4}, opts)};
 }
 
 }  // namespace gsrender

@@ -26,17 +26,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
     const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& opacities,
     const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
     double near_plane, double far_plane, double radius_clip, bool antialiased) {
-  int64_t C = 0, N = 0;
-  check_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, C, N);
-  const Tensor means_c = means.contiguous(), quats_c = quats.contiguous(),
-               scales_c = scales.contiguous(), opacities_c = opacities.contiguous(),
-               viewmats_c = viewmats.contiguous(), Ks_c = Ks.contiguous();
-  const auto opts = means.options();
-  Tensor radii = at::empty({C, N, 2}, opts.dtype(at::kInt));  // [C, N, 2]
-  Tensor means2d = at::empty({C, N, 2}, opts);                // [C, N, 2]
-  Tensor depths = at::empty({C, N}, opts);                    // [C, N]
-  Tensor conics = at::empty({C, N, 3}, opts);                 // [C, N, 3]
-  Tensor opacities2d = at::empty({C, N}, opts);               // [C, N]
+  const auto [C, N, means_c, quats_c, scales_c, opacities_c, viewmats_c, Ks_c] =
+      prepare_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d);
+  const auto [radii, means2d, depths, conics, opacities2d] =
+      empty_project_outputs(C, N, means.options());
 
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "project_fwd_cpu", [&] {
     using T = scalar_t;
@@ -80,21 +73,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cpu(
     const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
     bool antialiased, const Tensor& radii, const Tensor& v_means2d, const Tensor& v_depths,
     const Tensor& v_conics, const Tensor& v_opacities2d) {
-  int64_t C = 0, N = 0;
-  check_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, C, N);
-  check_project_grads(means, C, N, radii, v_means2d, v_depths, v_conics, v_opacities2d);
-  const Tensor means_c = means.contiguous(), quats_c = quats.contiguous(),
-               scales_c = scales.contiguous(), opacities_c = opacities.contiguous(),
-               viewmats_c = viewmats.contiguous(), Ks_c = Ks.contiguous(),
-               radii_c = radii.contiguous(), v_means2d_c = v_means2d.contiguous(),
-               v_depths_c = v_depths.contiguous(), v_conics_c = v_conics.contiguous(),
-               v_opacities2d_c = v_opacities2d.contiguous();
-  const auto opts = means.options();
-  Tensor v_means = at::zeros({N, 3}, opts);         // [N, 3]
-  Tensor v_quats = at::zeros({N, 4}, opts);         // [N, 4]
-  Tensor v_scales = at::zeros({N, 3}, opts);        // [N, 3]
-  Tensor v_opacities = at::zeros({N}, opts);        // [N]
-  Tensor v_viewmats = at::zeros({C, 4, 4}, opts);   // [C, 4, 4], last row stays 0
+  const auto [C, N, means_c, quats_c, scales_c, opacities_c, viewmats_c, Ks_c] =
+      prepare_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d);
+  const auto [radii_c, v_means2d_c, v_depths_c, v_conics_c, v_opacities2d_c] =
+      prepare_project_grads(means, C, N, radii, v_means2d, v_depths, v_conics, v_opacities2d);
+  const auto [v_means, v_quats, v_scales, v_opacities, v_viewmats] =
+      zero_project_grads(C, N, means.options());
 
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "project_bwd_cpu", [&] {
     using T = scalar_t;

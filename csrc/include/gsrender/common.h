@@ -8,6 +8,14 @@
 #define GSR_HOST_DEVICE inline
 #endif
 
+// Unroll hint for loops with a compile-time trip count (so small arrays stay in registers);
+// device pass only, so host compilers never see an unknown pragma.
+#if defined(__CUDA_ARCH__)
+#define GSR_UNROLL _Pragma("unroll")
+#else
+#define GSR_UNROLL
+#endif
+
 namespace gsrender {
 
 // The thresholds are double so that T(k) is the correctly rounded value in float AND double

@@ -7,14 +7,6 @@
 
 #include "gsrender/common.h"
 
-// Unroll hint for loops with a compile-time trip count (so small arrays stay in registers);
-// device pass only, so host compilers never see an unknown pragma.
-#if defined(__CUDA_ARCH__)
-#define GSR_UNROLL _Pragma("unroll")
-#else
-#define GSR_UNROLL
-#endif
-
 namespace gsrender {
 
 template <typename T>

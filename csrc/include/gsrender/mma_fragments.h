@@ -33,13 +33,6 @@
 #include <cuda_fp16.h>
 #endif
 
-// Unroll hint for the device pass only (host compilers warn on the unknown pragma).
-#if defined(__CUDA_ARCH__)
-#define GSR_UNROLL _Pragma("unroll")
-#else
-#define GSR_UNROLL
-#endif
-
 namespace gsrender {
 namespace mma {
 

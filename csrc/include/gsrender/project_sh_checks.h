@@ -22,6 +22,40 @@ void check_project_grads(const at::Tensor& means, int64_t C, int64_t N, const at
                          const at::Tensor& v_means2d, const at::Tensor& v_depths,
                          const at::Tensor& v_conics, const at::Tensor& v_opacities2d);
 
+// The validated, contiguous inputs of project_fwd/_bwd, so both backends start from the same
+// prepared tensors and differ only in how they loop.
+struct ProjectInputs {
+  int64_t C, N;
+  at::Tensor means, quats, scales, opacities, viewmats, Ks;
+};
+ProjectInputs prepare_project_inputs(const at::Tensor& means, const at::Tensor& quats,
+                                     const at::Tensor& scales, const at::Tensor& opacities,
+                                     const at::Tensor& viewmats, const at::Tensor& Ks,
+                                     int64_t width, int64_t height, double eps2d);
+
+// project_fwd's outputs, allocated: radii [C,N,2] int32, means2d [C,N,2], depths [C,N],
+// conics [C,N,3], opacities2d [C,N].
+struct ProjectOutputs {
+  at::Tensor radii, means2d, depths, conics, opacities2d;
+};
+ProjectOutputs empty_project_outputs(int64_t C, int64_t N, const at::TensorOptions& opts);
+
+// project_bwd's checked, contiguous incoming gradients (and radii).
+struct ProjectGradInputs {
+  at::Tensor radii, v_means2d, v_depths, v_conics, v_opacities2d;
+};
+ProjectGradInputs prepare_project_grads(const at::Tensor& means, int64_t C, int64_t N,
+                                        const at::Tensor& radii, const at::Tensor& v_means2d,
+                                        const at::Tensor& v_depths, const at::Tensor& v_conics,
+                                        const at::Tensor& v_opacities2d);
+
+// project_bwd's outputs, zero-initialised: v_means [N,3], v_quats [N,4], v_scales [N,3],
+// v_opacities [N], v_viewmats [C,4,4] (last row stays 0).
+struct ProjectGradOutputs {
+  at::Tensor v_means, v_quats, v_scales, v_opacities, v_viewmats;
+};
+ProjectGradOutputs zero_project_grads(int64_t C, int64_t N, const at::TensorOptions& opts);
+
 // degree in 0..3, dirs [C,N,3], coeffs [N,K,3] with K >= (degree+1)^2, same dtype and device.
 void check_sh_inputs(int64_t degree, const at::Tensor& dirs, const at::Tensor& coeffs);
 
