@@ -47,7 +47,7 @@ CONFIGS = {
     # n_synth: Gaussians of the synthetic scene; small: its square resolution; big_div: the preset
     # resolution divided by this; sample_div, garden_div: those scenes' resolutions divided by this
     "full": {"n_synth": 1_000_000, "small": 512, "big_div": 1, "sample_div": 1, "garden_div": 1,
-             "Ds": (0, 16, 64, 256), "runs": 5, "warmup": 1, "garden": True, "gemm_square": 2048,
+             "Ds": (0, 16, 64, 256), "runs": 3, "warmup": 1, "garden": True, "gemm_square": 2048,
              "scalar_Ds": SCALAR_DS},
     "quick": {"n_synth": 100_000, "small": 256, "big_div": 3, "sample_div": 1, "garden_div": 2,
               "Ds": (0, 16, 64, 256), "runs": 2, "warmup": 1, "garden": True, "gemm_square": 1024,
@@ -83,6 +83,17 @@ def mem_available_mb() -> float | None:
     return None
 
 
+def _release_free_heap() -> None:
+    """Give freed heap pages back to the OS (glibc malloc_trim), so the RSS a case starts from
+    holds no memory cached from earlier cases and its peak above that start is its own."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class PeakMemory:
     """Peak resident memory of this process during a block, in MB above the RSS at its start.
 
@@ -93,6 +104,7 @@ class PeakMemory:
 
     def __enter__(self):
         self.method = None
+        _release_free_heap()
         if _status_kb("VmHWM") is not None:
             try:
                 with open("/proc/self/clear_refs", "w") as f:
@@ -141,8 +153,9 @@ class PeakMemory:
 # sgemm reference
 
 
-def _median_time(fn, runs: int, min_time: float = 0.05) -> float:
-    """Median seconds per call over `runs` repetitions of enough calls to last min_time."""
+def _best_time(fn, runs: int, min_time: float = 0.05) -> float:
+    """Fastest seconds per call over `runs` repetitions of enough calls to last min_time: the
+    machine's capability (the best of several, as other processes may share the cores)."""
     fn()
     t0 = time.perf_counter()
     fn()
@@ -154,7 +167,7 @@ def _median_time(fn, runs: int, min_time: float = 0.05) -> float:
         for _ in range(reps):
             fn()
         samples.append((time.perf_counter() - t0) / reps)
-    return statistics.median(samples)
+    return min(samples)
 
 
 def sgemm_gflops(chs: list[int], square: int, k: int = 32, tiles: int = 256) -> dict:
@@ -164,12 +177,12 @@ def sgemm_gflops(chs: list[int], square: int, k: int = 32, tiles: int = 256) -> 
     g = torch.Generator().manual_seed(0)
     a = torch.rand(square, square, generator=g)
     b = torch.rand(square, square, generator=g)
-    t = _median_time(lambda: torch.mm(a, b), 3)
+    t = _best_time(lambda: torch.mm(a, b), 5)
     out = {"square_n": square, "square": 2 * square**3 / t / 1e9, "tile_k": k, "tile": {}}
     for ch in chs:
         w = torch.rand(tiles, 256, k, generator=g)
         f = torch.rand(tiles, k, ch, generator=g)
-        t = _median_time(lambda w=w, f=f: torch.bmm(w, f), 3)
+        t = _best_time(lambda w=w, f=f: torch.bmm(w, f), 5)
         out["tile"][str(ch)] = 2 * tiles * 256 * k * ch / t / 1e9
     return out
 
@@ -362,16 +375,18 @@ def _line(r: dict) -> str:
 
 
 def markdown(rows: list[dict], gemm: dict, env: dict) -> str:
-    lines = [f"# CPU render benchmark ({env['config']}, mode={env['mode']})", "",
-             f"{env['cpu']}, {env['threads']} threads, torch {env['torch']}, gsrender {env['gsrender']}", "",
-             f"sgemm (torch.mm {gemm['square_n']}²): {gemm['square']:.1f} GFLOP/s; tile-shaped "
-             f"[256,{gemm['tile_k']}]×[{gemm['tile_k']},CH]: "
-             + ", ".join(f"CH={c}: {v:.1f}" for c, v in gemm["tile"].items()) + " GFLOP/s", "",
+    machine = (f"{env['cpu']}, {env['threads']} threads, torch {env['torch']}, gsrender {env['gsrender']}; "
+               f"load average {env['loadavg_start']} at start, {env.get('loadavg_end')} at end")
+    tiles = ", ".join(f"CH={c}: {v:.1f}" for c, v in gemm["tile"].items())
+    sgemm = (f"sgemm (torch.mm {gemm['square_n']}²): {gemm['square']:.1f} GFLOP/s; tile-shaped "
+             f"[256,{gemm['tile_k']}]×[{gemm['tile_k']},CH]: {tiles} GFLOP/s")
+    lines = [f"# CPU render benchmark ({env['config']}, mode={env['mode']})", "", machine, "", sgemm, "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cells(r, gemm)) + " |" for r in rows]
-    lines += ["", ("GFLOP/s = 2·computed pairs·CH / raster_fwd time; % sgemm = that over the tile-shaped "
-                   "sgemm at the same CH; peak MB = resident-memory peak above the case's start; "
-                   "scalar × = scalar per-pixel raster_fwd time / matrix raster_fwd time.")]
+    lines += ["", ("Times are medians. GFLOP/s = 2·computed pairs·CH / raster_fwd time; % sgemm = that "
+                   "over the tile-shaped sgemm (best of 5) at the same CH; peak MB = resident-memory peak "
+                   "above the case's start; scalar × = scalar per-pixel raster_fwd time / matrix raster_fwd "
+                   "time.")]
     return "\n".join(lines) + "\n"
 
 
@@ -397,7 +412,15 @@ def environment(config: str, mode: str) -> dict:
         pass
     return {"config": config, "mode": mode, "cpu": cpu, "threads": torch.get_num_threads(),
             "torch": torch.__version__, "gsrender": gsrender.__version__, "python": platform.python_version(),
-            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "time": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg_start": _loadavg()}
+
+
+def _loadavg() -> list[float] | None:
+    # other processes on the cores skew every timing; record how busy the machine was
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,7 +484,9 @@ def main(argv=None) -> int:
             print(f"matrix vs scalar per-pixel path, {r['scene']} {r['resolution']} D={r['D']}: raster_fwd "
                   f"{r['stages_ms']['raster_fwd']:.1f} ms vs {r['scalar_raster_ms']:.1f} ms "
                   f"({r['scalar_speedup']:.2f}× faster)")
-    print(f"total {time.perf_counter() - t_start:.0f} s")
+    env["loadavg_end"] = _loadavg()
+    print(f"total {time.perf_counter() - t_start:.0f} s (load average at start {env['loadavg_start']}, "
+          f"end {env['loadavg_end']})")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
