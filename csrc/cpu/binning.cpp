@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "gsrender/checks.h"
+#include "gsrender/raster_checks.h"
 #include "gsrender/tiles.h"
 
 namespace gsrender {
@@ -82,16 +82,7 @@ std::tuple<at::Tensor, at::Tensor> bin_tiles_cpu(const at::Tensor& means2d,
                                                  const at::Tensor& radii,
                                                  const at::Tensor& depths, int64_t width,
                                                  int64_t height, int64_t tile_size, bool sort) {
-  check_shape(means2d, "means2d", {-1, -1, 2});
-  const int64_t C = means2d.size(0), N = means2d.size(1);
-  check_floating(means2d, "means2d");
-  check_shape(radii, "radii", {C, N, 2});
-  check_int32(radii, "radii");
-  check_shape(depths, "depths", {C, N});
-  check_float(depths, "depths", means2d.scalar_type());
-  check_image_size(width, height);
-  TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
-                    tile_size);
+  check_bin_tiles_inputs(means2d, radii, depths, width, height, tile_size);
   std::tuple<at::Tensor, at::Tensor> out;
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "bin_tiles_cpu", [&] {
     out = bin_tiles_impl<scalar_t>(means2d.contiguous(), radii.contiguous(), depths.contiguous(),

@@ -10,6 +10,7 @@
 
 #include "gsrender/alpha.h"
 #include "gsrender/checks.h"
+#include "gsrender/raster_checks.h"
 #include "gsrender/tiles.h"
 
 namespace gsrender {
@@ -39,66 +40,6 @@ struct RasterArgs {
     return t + 1 < C * TH * TW ? tile_offsets[t + 1] : static_cast<int32_t>(M);
   }
 };
-
-// Validates the tensors every rasterize op shares and fills RasterArgs (pointers into the
-// contiguous tensors the caller keeps alive).
-struct RasterInputs {
-  at::Tensor means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids;
-};
-
-inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Tensor& conics,
-                                        const at::Tensor& opacities, const at::Tensor& colors,
-                                        const at::Tensor& depths,
-                                        const c10::optional<at::Tensor>& backgrounds,
-                                        const at::Tensor& tile_offsets,
-                                        const at::Tensor& flatten_ids, int64_t width,
-                                        int64_t height, int64_t tile_size, int64_t mode,
-                                        at::ArrayRef<double> weight_params) {
-  check_shape(means2d, "means2d", {-1, -1, 2});
-  check_floating(means2d, "means2d");
-  const int64_t C = means2d.size(0), N = means2d.size(1);
-  const auto dt = means2d.scalar_type();
-  const auto dev = means2d.device();
-  check_shape(conics, "conics", {C, N, 3});
-  check_shape(opacities, "opacities", {C, N});
-  check_shape(colors, "colors", {C, N, -1});
-  check_shape(depths, "depths", {C, N});
-  TORCH_CHECK_VALUE(colors.size(2) >= 1 && colors.size(2) <= 4096,
-                    "colors must have 1 to 4096 channels, got ", colors.size(2));
-  for (auto [t, n] : {std::pair{&conics, "conics"}, {&opacities, "opacities"},
-                      {&colors, "colors"}, {&depths, "depths"}}) {
-    check_float(*t, n, dt);
-    check_device(*t, n, dev);
-  }
-  at::Tensor bg;
-  if (backgrounds.has_value() && backgrounds->defined()) {
-    bg = *backgrounds;
-    check_shape(bg, "backgrounds", {C, colors.size(2)});
-    check_float(bg, "backgrounds", dt);
-    check_device(bg, "backgrounds", dev);
-    bg = bg.contiguous();
-  }
-  check_image_size(width, height);
-  TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
-                    tile_size);
-  const int64_t TH = (height + tile_size - 1) / tile_size, TW = (width + tile_size - 1) / tile_size;
-  check_shape(tile_offsets, "tile_offsets", {C, TH, TW});
-  check_int32(tile_offsets, "tile_offsets");
-  check_shape(flatten_ids, "flatten_ids", {-1});
-  check_int32(flatten_ids, "flatten_ids");
-  check_device(tile_offsets, "tile_offsets", dev);
-  check_device(flatten_ids, "flatten_ids", dev);
-  TORCH_CHECK_VALUE(mode == 0 || mode == 1, "mode must be 0 (sorted) or 1 (weighted), got ",
-                    mode);
-  TORCH_CHECK_VALUE(mode == 0 || weight_params.size() == 3,
-                    "weight_params must be [sigma, beta, w_bg] in weighted mode");
-  if (mode == 1)
-    TORCH_CHECK_VALUE(weight_params[0] >= 0 && weight_params[1] > 0 && weight_params[2] > 0,
-                      "weight_params need sigma >= 0, beta > 0, w_bg > 0");
-  return {means2d.contiguous(), conics.contiguous(),       opacities.contiguous(),
-          colors.contiguous(),  depths.contiguous(),       bg,
-          tile_offsets.contiguous(), flatten_ids.contiguous()};
-}
 
 // Host-side sanity of the binning arrays (untrusted when the op is called directly): offsets
 // non-decreasing within [0, M] and every id inside its camera.

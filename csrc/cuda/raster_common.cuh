@@ -1,0 +1,170 @@
+// Device-side pieces shared by the CUDA rasterize kernels (forward and backward): the kernel
+// arguments, the tile/pixel a block/thread owns, shared-memory staging of a batch of Gaussians,
+// warp sums, and the on-device validation of untrusted binning arrays. The math (α, σ, φ, the
+// support box) comes from the headers the CPU backend uses, so both run one formula.
+#pragma once
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdint>
+
+#include "gsrender/alpha.h"
+#include "gsrender/common.h"
+#include "gsrender/raster_checks.h"
+#include "gsrender/tiles.h"
+
+namespace gsrender {
+namespace gpu {
+
+// One block per tile, one thread per pixel: blockDim = tile_size² rounded up to whole warps (the
+// backward's warp reductions need full warps). 16×16 tiles give 256 threads, the launch bound
+// every raster kernel is compiled for; larger tiles would need more threads than that bound (and
+// than the double-precision kernels' register budget), so the CUDA backend accepts tile_size
+// 1..16 and raises ValueError otherwise.
+constexpr int kMaxTileSize = 16;
+constexpr int kMaxThreads = kMaxTileSize * kMaxTileSize;
+
+inline int raster_threads(int64_t tile_size) {
+  return static_cast<int>((tile_size * tile_size + 31) / 32 * 32);
+}
+
+inline void check_cuda_tile_size(int64_t tile_size) {
+  TORCH_CHECK_VALUE(tile_size >= 1 && tile_size <= kMaxTileSize,
+                    "tile_size must be in [1, 16] on the CUDA backend (one thread per pixel of "
+                    "a tile), got ", tile_size);
+}
+
+template <typename T>
+struct RasterParams {
+  const T* means2d;      // [C, N, 2]
+  const T* conics;       // [C, N, 3]
+  const T* opacities;    // [C, N]
+  const T* colors;       // [C, N, CH]
+  const T* depths;       // [C, N]
+  const T* backgrounds;  // [C, CH] or nullptr
+  const int32_t* tile_offsets;  // [C, TH, TW]
+  const int32_t* flatten_ids;   // [M]
+  int64_t C, N, CH, M;
+  int width, height, tile_size, TW, TH;
+  bool sorted;            // mode 0; weighted (mode 1) otherwise
+  T sigma_w, beta, w_bg;  // weighted mode's φ and background weight
+};
+
+template <typename T>
+RasterParams<T> make_raster_params(const RasterInputs& in, int64_t width, int64_t height,
+                                   int64_t tile_size, int64_t mode,
+                                   at::ArrayRef<double> weight_params) {
+  RasterParams<T> p;
+  p.means2d = in.means2d.data_ptr<T>();
+  p.conics = in.conics.data_ptr<T>();
+  p.opacities = in.opacities.data_ptr<T>();
+  p.colors = in.colors.data_ptr<T>();
+  p.depths = in.depths.data_ptr<T>();
+  p.backgrounds = in.backgrounds.defined() ? in.backgrounds.data_ptr<T>() : nullptr;
+  p.tile_offsets = in.tile_offsets.data_ptr<int32_t>();
+  p.flatten_ids = in.flatten_ids.data_ptr<int32_t>();
+  p.C = in.means2d.size(0), p.N = in.means2d.size(1), p.CH = in.colors.size(2);
+  p.M = in.flatten_ids.numel();
+  p.width = static_cast<int>(width), p.height = static_cast<int>(height);
+  p.tile_size = static_cast<int>(tile_size);
+  p.TW = ceil_div(p.width, p.tile_size), p.TH = ceil_div(p.height, p.tile_size);
+  p.sorted = mode == 0;
+  p.sigma_w = static_cast<T>(mode == 1 ? weight_params[0] : 0.0);
+  p.beta = static_cast<T>(mode == 1 ? weight_params[1] : 1.0);
+  p.w_bg = static_cast<T>(mode == 1 ? weight_params[2] : 0.0);
+  return p;
+}
+
+// The tile of block blockIdx.x (tiles of all cameras in [C, TH, TW] order) and its list run.
+struct TileRun {
+  int64_t cam;
+  int tx, ty;
+  int32_t start, end;  // [start, end) in flatten_ids
+};
+
+template <typename T>
+__device__ __forceinline__ TileRun tile_run(const RasterParams<T>& p, int64_t tile) {
+  const int64_t per_cam = int64_t(p.TH) * p.TW;
+  TileRun r;
+  r.cam = tile / per_cam;
+  r.ty = static_cast<int>((tile % per_cam) / p.TW);
+  r.tx = static_cast<int>(tile % p.TW);
+  r.start = p.tile_offsets[tile];
+  r.end = tile + 1 < p.C * per_cam ? p.tile_offsets[tile + 1] : static_cast<int32_t>(p.M);
+  return r;
+}
+
+// The pixel of thread threadIdx.x inside its tile (row-major); threads past the tile or the
+// image are inactive but still take part in staging and warp reductions.
+struct ThreadPixel {
+  int x, y;
+  bool inside;
+  int64_t pix;  // index into [C, H, W]
+};
+
+template <typename T>
+__device__ __forceinline__ ThreadPixel thread_pixel(const RasterParams<T>& p, const TileRun& r) {
+  ThreadPixel q;
+  const int local = static_cast<int>(threadIdx.x);
+  q.x = r.tx * p.tile_size + local % p.tile_size;
+  q.y = r.ty * p.tile_size + local / p.tile_size;
+  q.inside = local < p.tile_size * p.tile_size && q.x < p.width && q.y < p.height;
+  q.pix = q.inside ? (r.cam * p.height + q.y) * p.width + q.x : 0;
+  return q;
+}
+
+// Pixels of tile r inside the image (the "listed pairs" statistic counts list entries × these).
+template <typename T>
+__device__ __forceinline__ int64_t tile_pixels(const RasterParams<T>& p, const TileRun& r) {
+  const int x0 = r.tx * p.tile_size, y0 = r.ty * p.tile_size;
+  const int x1 = min(x0 + p.tile_size, p.width), y1 = min(y0 + p.tile_size, p.height);
+  return int64_t(x1 - x0) * (y1 - y0);
+}
+
+// A batch of up to kMaxThreads Gaussians of a tile's list, staged in shared memory (structure of
+// arrays: every thread reads entry j at once, a broadcast).
+template <typename T>
+struct Stage {
+  T mx[kMaxThreads], my[kMaxThreads], a[kMaxThreads], b[kMaxThreads], c[kMaxThreads];
+  T opacity[kMaxThreads], phi[kMaxThreads];  // phi: weighted mode's φ(z); 1 when sorted
+  int32_t id[kMaxThreads];                    // flat index c*N + n
+};
+
+template <typename T>
+__device__ __forceinline__ void stage_gaussian(Stage<T>& s, int k, const RasterParams<T>& p,
+                                               int32_t id) {
+  s.id[k] = id;
+  s.mx[k] = p.means2d[2 * int64_t(id)];
+  s.my[k] = p.means2d[2 * int64_t(id) + 1];
+  s.a[k] = p.conics[3 * int64_t(id)];
+  s.b[k] = p.conics[3 * int64_t(id) + 1];
+  s.c[k] = p.conics[3 * int64_t(id) + 2];
+  s.opacity[k] = p.opacities[id];
+  s.phi[k] = p.sorted ? T(1) : depth_weight<T>(p.depths[id], p.sigma_w, p.beta);
+}
+
+// Sum over the 32 lanes of a warp; every lane must call it (lane 0 gets the total).
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Adds a warp total to global memory from lane 0, skipping zeros (most pairs touch few params).
+template <typename T>
+__device__ __forceinline__ void warp_add(T* dst, T v) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0 && v != T(0)) atomicAdd(dst, v);
+}
+
+// Untrusted binning arrays (the raw ops can be called directly) are checked on the device, with
+// the same rules and messages as the CPU's check_binning and last_ids check; the result comes
+// back through one host sync per op call (cheap next to the rasterization itself) and turns a
+// would-be out-of-bounds read into a ValueError.
+void validate_binning_cuda(const RasterInputs& in, const at::Tensor* last_ids, int64_t width,
+                           int64_t height, int64_t tile_size);
+
+}  // namespace gpu
+}  // namespace gsrender

@@ -1,0 +1,176 @@
+// CUDA forward rasterizer, the scalar kernel in the style of 3DGS/gsplat: one block per tile, one
+// thread per pixel, the tile's list staged through shared memory in batches of blockDim
+// Gaussians, α from gsrender::pair_alpha and 3DGS's early stop exactly as the CPU
+// (csrc/cpu/rasterize_fwd.cpp), sorted and weighted modes, backgrounds, any number of channels.
+//
+// impl: 1 (scalar) and 0 (matrix) both run this kernel for now; the Tensor-Core (MMA) kernel of
+// DESIGN §5 will take impl 0 when it lands.
+//
+// Channels: a thread accumulates kChunk channels in registers; blockIdx.y picks the channel
+// chunk, so CH > kChunk runs ceil(CH / kChunk) blocks per tile that each walk the tile's list
+// (recomputing α: the same code on the same inputs, so every chunk sees the same weights). Two
+// chunk widths are compiled: 4 (RGB + depth, the common case) and 32.
+#include <ATen/Dispatch.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "raster_common.cuh"
+
+namespace gsrender {
+namespace gpu {
+namespace {
+
+using at::Tensor;
+
+template <typename T>
+struct FwdOut {
+  T* render;          // [C, H, W, CH]
+  T* alphas;          // [C, H, W]
+  int32_t* last_ids;  // [C, H, W]
+  T* aux;             // [C, H, W]: sorted T_final; weighted Σw + w_bg
+  int64_t* stats;     // [C, 3]: listed, evaluated, useful pairs
+};
+
+template <typename T, int kChunk>
+__global__ void __launch_bounds__(kMaxThreads)
+    rasterize_fwd_kernel(const RasterParams<T> p, const FwdOut<T> o) {
+  __shared__ Stage<T> s;
+  const TileRun run = tile_run(p, blockIdx.x);
+  const ThreadPixel px = thread_pixel(p, run);
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kChunk;  // first channel of the chunk
+  const T pcx = px.x + T(0.5), pcy = px.y + T(0.5);              // pixel centre
+  const int nthreads = static_cast<int>(blockDim.x);
+
+  T acc[kChunk];
+#pragma unroll
+  for (int c = 0; c < kChunk; ++c) acc[c] = T(0);
+  T tr = T(1);    // sorted: transmittance; weighted: Π(1 − α)
+  T wsum = T(0);  // weighted: Σ α·φ
+  int32_t last = run.start;
+  bool done = !px.inside;
+  unsigned long long evaluated = 0, useful = 0;
+  int32_t walked = run.start;  // list entries staged (the same in every thread)
+
+  for (int32_t b0 = run.start; b0 < run.end; b0 += nthreads) {
+    // Stop once every pixel of the tile has saturated; the count doubles as the barrier that
+    // keeps the next batch from overwriting entries still being read.
+    if (__syncthreads_count(done) == nthreads) break;
+    const int32_t i = b0 + static_cast<int32_t>(threadIdx.x);
+    if (i < run.end) stage_gaussian(s, threadIdx.x, p, p.flatten_ids[i]);
+    __syncthreads();
+    const int n = min(nthreads, run.end - b0);
+    walked = b0 + n;
+    for (int j = 0; j < n && !done; ++j) {
+      ++evaluated;
+      const T alpha = pair_alpha<T>(
+          s.opacity[j], gaussian_sigma<T>(s.a[j], s.b[j], s.c[j], s.mx[j] - pcx, s.my[j] - pcy));
+      if (alpha == T(0)) continue;
+      T w;
+      if (p.sorted) {
+        const T next = tr * (T(1) - alpha);
+        if (next < T(kTransmittanceMin)) {  // 3DGS's early stop: this Gaussian is excluded
+          done = true;
+          break;
+        }
+        w = alpha * tr;
+        tr = next;
+        last = b0 + j + 1;
+      } else {
+        w = alpha * s.phi[j];
+        wsum += w;
+        tr *= T(1) - alpha;
+      }
+      ++useful;
+      const T* f = p.colors + static_cast<int64_t>(s.id[j]) * p.CH + c0;
+#pragma unroll
+      for (int c = 0; c < kChunk; ++c) {
+        if (c0 + c >= p.CH) break;
+        acc[c] += w * f[c];
+      }
+    }
+  }
+
+  if (px.inside) {
+    const T* bg = p.backgrounds ? p.backgrounds + run.cam * p.CH : nullptr;
+    T* dst = o.render + px.pix * p.CH;
+    const T denom = wsum + p.w_bg;
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+      if (c0 + c >= p.CH) break;
+      const T b = bg ? bg[c0 + c] : T(0);
+      dst[c0 + c] = p.sorted ? acc[c] + tr * b : (acc[c] + p.w_bg * b) / denom;
+    }
+    if (blockIdx.y == 0) {
+      o.alphas[px.pix] = T(1) - tr;
+      o.last_ids[px.pix] = p.sorted ? last : run.end;
+      o.aux[px.pix] = p.sorted ? tr : denom;
+    }
+  }
+  if (blockIdx.y == 0) {  // statistics once per tile (chunk 0)
+    int64_t* st = o.stats + 3 * run.cam;
+    evaluated = warp_sum(evaluated);
+    useful = warp_sum(useful);
+    if ((threadIdx.x & 31) == 0) {
+      atomicAdd(reinterpret_cast<unsigned long long*>(st + 1), evaluated);
+      atomicAdd(reinterpret_cast<unsigned long long*>(st + 2), useful);
+    }
+    if (threadIdx.x == 0)
+      atomicAdd(reinterpret_cast<unsigned long long*>(st),
+                static_cast<unsigned long long>((walked - run.start) * tile_pixels(p, run)));
+  }
+}
+
+template <typename T, int kChunk>
+void launch_fwd(const RasterParams<T>& p, const FwdOut<T>& o, int64_t n_tiles, int threads,
+                cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>((p.CH + kChunk - 1) / kChunk));
+  rasterize_fwd_kernel<T, kChunk><<<grid, threads, 0, stream>>>(p, o);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
+    const Tensor& means2d, const Tensor& conics, const Tensor& opacities, const Tensor& colors,
+    const Tensor& depths, const c10::optional<Tensor>& backgrounds, const Tensor& tile_offsets,
+    const Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size, int64_t mode,
+    at::ArrayRef<double> weight_params, int64_t impl) {
+  const RasterInputs in =
+      check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
+                          flatten_ids, width, height, tile_size, mode, weight_params);
+  TORCH_CHECK_VALUE(impl == 0 || impl == 1, "impl must be 0 (matrix) or 1 (scalar), got ", impl);
+  check_cuda_tile_size(tile_size);
+  const c10::cuda::CUDAGuard guard(means2d.device());
+  validate_binning_cuda(in, nullptr, width, height, tile_size);
+  const int64_t C = means2d.size(0), CH = colors.size(2);
+  auto opts = means2d.options();
+  Tensor render = at::empty({C, height, width, CH}, opts);
+  Tensor alphas = at::empty({C, height, width, 1}, opts);
+  Tensor last_ids = at::empty({C, height, width}, opts.dtype(at::kInt));
+  Tensor aux = at::empty({C, height, width}, opts);
+  Tensor stats = at::zeros({C, 3}, opts.dtype(at::kLong));
+  const int64_t n_tiles = in.tile_offsets.numel();
+  if (n_tiles == 0) return {render, alphas, last_ids, aux, stats};
+  TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_fwd: ", n_tiles, " tiles exceed the grid");
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const int threads = raster_threads(tile_size);
+  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_fwd_cuda", [&] {
+    using T = scalar_t;
+    const RasterParams<T> p = make_raster_params<T>(in, width, height, tile_size, mode,
+                                                     weight_params);
+    const FwdOut<T> o{render.data_ptr<T>(), alphas.data_ptr<T>(), last_ids.data_ptr<int32_t>(),
+                      aux.data_ptr<T>(), stats.data_ptr<int64_t>()};
+    if (CH <= 4)
+      launch_fwd<T, 4>(p, o, n_tiles, threads, stream);
+    else
+      launch_fwd<T, 32>(p, o, n_tiles, threads, stream);
+  });
+  return {render, alphas, last_ids, aux, stats};
+}
+
+}  // namespace
+}  // namespace gpu
+
+TORCH_LIBRARY_IMPL(gsrender, CUDA, m) { m.impl("rasterize_fwd", &gpu::rasterize_fwd_cuda); }
+
+}  // namespace gsrender

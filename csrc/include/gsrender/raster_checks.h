@@ -1,0 +1,113 @@
+// Host-side argument checks of the rasterize ops, shared by the CPU and CUDA backends (the CUDA
+// files cannot include csrc/cpu/raster_tile.h, which pulls in the CPU SIMD helpers).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <utility>
+
+#include "gsrender/checks.h"
+
+namespace gsrender {
+
+// bin_tiles' arguments (both backends).
+inline void check_bin_tiles_inputs(const at::Tensor& means2d, const at::Tensor& radii,
+                                   const at::Tensor& depths, int64_t width, int64_t height,
+                                   int64_t tile_size) {
+  check_shape(means2d, "means2d", {-1, -1, 2});
+  const int64_t C = means2d.size(0), N = means2d.size(1);
+  check_floating(means2d, "means2d");
+  check_shape(radii, "radii", {C, N, 2});
+  check_int32(radii, "radii");
+  check_shape(depths, "depths", {C, N});
+  check_float(depths, "depths", means2d.scalar_type());
+  check_device(radii, "radii", means2d.device());
+  check_device(depths, "depths", means2d.device());
+  check_image_size(width, height);
+  TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
+                    tile_size);
+}
+
+// Validates the tensors every rasterize op shares (both backends) and returns them contiguous;
+// the caller keeps them alive while kernels read them.
+struct RasterInputs {
+  at::Tensor means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids;
+};
+
+inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Tensor& conics,
+                                        const at::Tensor& opacities, const at::Tensor& colors,
+                                        const at::Tensor& depths,
+                                        const c10::optional<at::Tensor>& backgrounds,
+                                        const at::Tensor& tile_offsets,
+                                        const at::Tensor& flatten_ids, int64_t width,
+                                        int64_t height, int64_t tile_size, int64_t mode,
+                                        at::ArrayRef<double> weight_params) {
+  check_shape(means2d, "means2d", {-1, -1, 2});
+  check_floating(means2d, "means2d");
+  const int64_t C = means2d.size(0), N = means2d.size(1);
+  const auto dt = means2d.scalar_type();
+  const auto dev = means2d.device();
+  check_shape(conics, "conics", {C, N, 3});
+  check_shape(opacities, "opacities", {C, N});
+  check_shape(colors, "colors", {C, N, -1});
+  check_shape(depths, "depths", {C, N});
+  TORCH_CHECK_VALUE(colors.size(2) >= 1 && colors.size(2) <= 4096,
+                    "colors must have 1 to 4096 channels, got ", colors.size(2));
+  for (auto [t, n] : {std::pair{&conics, "conics"}, {&opacities, "opacities"},
+                      {&colors, "colors"}, {&depths, "depths"}}) {
+    check_float(*t, n, dt);
+    check_device(*t, n, dev);
+  }
+  at::Tensor bg;
+  if (backgrounds.has_value() && backgrounds->defined()) {
+    bg = *backgrounds;
+    check_shape(bg, "backgrounds", {C, colors.size(2)});
+    check_float(bg, "backgrounds", dt);
+    check_device(bg, "backgrounds", dev);
+    bg = bg.contiguous();
+  }
+  check_image_size(width, height);
+  TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
+                    tile_size);
+  const int64_t TH = (height + tile_size - 1) / tile_size, TW = (width + tile_size - 1) / tile_size;
+  check_shape(tile_offsets, "tile_offsets", {C, TH, TW});
+  check_int32(tile_offsets, "tile_offsets");
+  check_shape(flatten_ids, "flatten_ids", {-1});
+  check_int32(flatten_ids, "flatten_ids");
+  check_device(tile_offsets, "tile_offsets", dev);
+  check_device(flatten_ids, "flatten_ids", dev);
+  TORCH_CHECK_VALUE(mode == 0 || mode == 1, "mode must be 0 (sorted) or 1 (weighted), got ",
+                    mode);
+  TORCH_CHECK_VALUE(mode == 0 || weight_params.size() == 3,
+                    "weight_params must be [sigma, beta, w_bg] in weighted mode");
+  if (mode == 1)
+    TORCH_CHECK_VALUE(weight_params[0] >= 0 && weight_params[1] > 0 && weight_params[2] > 0,
+                      "weight_params need sigma >= 0, beta > 0, w_bg > 0");
+  return {means2d.contiguous(), conics.contiguous(),       opacities.contiguous(),
+          colors.contiguous(),  depths.contiguous(),       bg,
+          tile_offsets.contiguous(), flatten_ids.contiguous()};
+}
+
+// The forward outputs and upstream gradients rasterize_bwd receives: shapes and dtypes.
+inline void check_raster_grads(const RasterInputs& in, int64_t width, int64_t height,
+                               const at::Tensor& render, const at::Tensor& alphas,
+                               const at::Tensor& last_ids, const at::Tensor& aux,
+                               const at::Tensor& v_render, const at::Tensor& v_alphas) {
+  const int64_t C = in.means2d.size(0), CH = in.colors.size(2);
+  const auto dt = in.means2d.scalar_type();
+  const auto dev = in.means2d.device();
+  check_shape(render, "render", {C, height, width, CH});
+  check_shape(alphas, "alphas", {C, height, width, 1});
+  check_shape(last_ids, "last_ids", {C, height, width});
+  check_shape(aux, "aux", {C, height, width});
+  check_shape(v_render, "v_render", {C, height, width, CH});
+  check_shape(v_alphas, "v_alphas", {C, height, width, 1});
+  check_int32(last_ids, "last_ids");
+  check_device(last_ids, "last_ids", dev);
+  for (auto [t, n] : {std::pair{&render, "render"}, {&alphas, "alphas"}, {&aux, "aux"},
+                      {&v_render, "v_render"}, {&v_alphas, "v_alphas"}}) {
+    check_float(*t, n, dt);
+    check_device(*t, n, dev);
+  }
+}
+
+}  // namespace gsrender
