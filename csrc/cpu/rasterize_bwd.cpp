@@ -172,16 +172,7 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   check_binning(in);
   const int64_t C = means2d.size(0), N = means2d.size(1), CH = colors.size(2);
   const auto dt = means2d.scalar_type();
-  check_shape(render, "render", {C, height, width, CH});
-  check_shape(alphas, "alphas", {C, height, width, 1});
-  check_shape(last_ids, "last_ids", {C, height, width});
-  check_shape(aux, "aux", {C, height, width});
-  check_shape(v_render, "v_render", {C, height, width, CH});
-  check_shape(v_alphas, "v_alphas", {C, height, width, 1});
-  check_int32(last_ids, "last_ids");
-  for (auto [t, n] : {std::pair{&render, "render"}, {&alphas, "alphas"}, {&aux, "aux"},
-                      {&v_render, "v_render"}, {&v_alphas, "v_alphas"}})
-    check_float(*t, n, dt);
+  check_raster_grads(in, width, height, render, alphas, last_ids, aux, v_render, v_alphas);
   const auto last_c = last_ids.contiguous();
   {  // each pixel's last_ids must lie inside its own tile's run (the backward indexes by it)
     const int32_t* l = last_c.data_ptr<int32_t>();
