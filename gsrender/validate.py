@@ -19,9 +19,18 @@ def tensor(x, name: str, shape: tuple, *, dtype=None, device=None, finite=True) 
     want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
     if x.dim() != len(shape) or any(s is not None and x.shape[i] != s for i, s in enumerate(shape)):
         raise ValueError(f"{name} must have shape {want}, got {list(x.shape)}")
-    if finite and values_checked() and not bool(torch.isfinite(x).all()):
+    if finite and values_checked() and not all_finite(x):
         raise ValueError(f"{name} contains NaN or Inf")
     return x
+
+
+def all_finite(x: torch.Tensor) -> bool:
+    """True when x holds no NaN/Inf. A NaN or Inf makes the sum non-finite, and one fast
+    reduction is much cheaper than torch.isfinite on the CPU; only a non-finite sum (possibly
+    from overflow of huge finite values) pays for the exact check."""
+    if x.numel() == 0:
+        return True
+    return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
 
 
 def values_checked() -> bool:
