@@ -54,6 +54,23 @@ inline void row_block<float, kChanBlock>(float (&acc)[kRowBlock][kChanBlock], co
   __builtin_memcpy(acc, res, sizeof(acc));
 }
 
+// float, 8-channel block: RGB+depth and short channel tails (one vector per pixel row).
+template <>
+inline void row_block<float, kChanBlock / 2>(float (&acc)[kRowBlock][kChanBlock / 2],
+                                             const float* w0, const float* w1, const float* w2,
+                                             const float* w3, const float* const* rows,
+                                             int64_t c0, const int* ks, int nk) {
+  f8 a0 = splat(0.f), a1 = a0, a2 = a0, a3 = a0;
+  for (int j = 0; j < nk; ++j) {
+    const int k = ks[j];
+    f8 f;
+    __builtin_memcpy(&f, rows[k] + c0, sizeof(f8));
+    a0 += splat(w0[k]) * f, a1 += splat(w1[k]) * f, a2 += splat(w2[k]) * f, a3 += splat(w3[k]) * f;
+  }
+  const f8 res[kRowBlock] = {a0, a1, a2, a3};
+  __builtin_memcpy(acc, res, sizeof(acc));
+}
+
 // out[p, :] += Σ_k w[p*ldw + k] · rows[k][:]   for p < P (P a multiple of kRowBlock), k < K.
 // Columns where a whole row block's weights are 0 (saturated or missed pixels) are skipped. The
 // channel tail (any CH works, no padding to a compiled set) is staged into a zero-padded copy
@@ -88,9 +105,14 @@ GSR_CPU_CLONES void accumulate_rows(T* __restrict out, int64_t ldo, const T* __r
 #pragma omp simd
         for (int c = 0; c < kChanBlock; ++c) out[(p0 + r) * ldo + c0 + c] += acc[r][c];
     }
-    if (tail > 0) {
+    if (tail > kChanBlock / 2) {
       T acc[kRowBlock][kChanBlock];
       row_block<T, kChanBlock>(acc, w0, w1, w2, w3, tail_ptr, 0, ks, nk);
+      for (int r = 0; r < kRowBlock; ++r)
+        for (int c = 0; c < tail; ++c) out[(p0 + r) * ldo + body + c] += acc[r][c];
+    } else if (tail > 0) {  // half-width block: RGB+depth (CH = 4) wastes half the lanes, not 3/4
+      T acc[kRowBlock][kChanBlock / 2];
+      row_block<T, kChanBlock / 2>(acc, w0, w1, w2, w3, tail_ptr, 0, ks, nk);
       for (int r = 0; r < kRowBlock; ++r)
         for (int c = 0; c < tail; ++c) out[(p0 + r) * ldo + body + c] += acc[r][c];
     }
