@@ -1,0 +1,155 @@
+"""gsplat 1.5 front door: ``rasterization(...)`` with gsplat's signature and return values, for
+pinhole cameras, on top of gsrender.rasterize. Swap ``from gsplat import rasterization`` for
+``from gsrender.compat.gsplat import rasterization`` and nothing else changes.
+
+Differences from gsplat (documented, deliberate):
+- ``absgrad``: meta["means2d"].absgrad is |∂L/∂means2d| of the *summed* gradient (a tensor hook),
+  not gsplat's sum over pixels of per-pixel |∂L/∂means2d|; both are ≥ |grad| and vanish together.
+- ``packed=True`` renders exactly like packed=False; the meta tensors are then packed ([nnz, ...]
+  over visible (camera, Gaussian) pairs, with "camera_ids"/"gaussian_ids"), and meta["means2d"]
+  is a leaf whose .grad (and .absgrad) a hook fills from the unpacked tensor's gradient.
+- channel_chunk only bounds gsplat's memory; gsrender renders any channel count in one pass.
+- Radii are gsrender's opacity-aware ones (DESIGN §3), not gsplat's 3σ ones.
+"""
+from __future__ import annotations
+
+import torch
+
+from gsrender.render import rasterize as _rasterize
+
+RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
+RASTERIZE_MODES = ("classic", "antialiased")
+# gsplat options that exist but that gsrender does not implement; accepted at their neutral value.
+_NEUTRAL_OPTIONS = ("segmented", "covars", "with_ut", "with_eval3d", "radial_coeffs",
+                    "tangential_coeffs", "thin_prism_coeffs", "ftheta_coeffs", "rolling_shutter",
+                    "viewmats_rs", "global_z_order")
+
+
+def _is_neutral(value) -> bool:
+    # rolling_shutter's neutral value is an enum member named GLOBAL in gsplat
+    return value is None or value is False or getattr(value, "name", None) == "GLOBAL"
+
+
+def _check_supported(camera_model, distributed, sparse_grad, extra: dict) -> None:
+    if camera_model != "pinhole":
+        raise NotImplementedError(f"camera_model={camera_model!r} is not supported by gsrender "
+                                  "(only 'pinhole')")
+    if distributed:
+        raise NotImplementedError("distributed=True is not supported by gsrender")
+    if sparse_grad:
+        raise NotImplementedError("sparse_grad=True is not supported by gsrender (dense gradients)")
+    for name, value in extra.items():
+        if name not in _NEUTRAL_OPTIONS:
+            raise NotImplementedError(f"rasterization option {name!r} is not supported by gsrender")
+        if not _is_neutral(value):
+            raise NotImplementedError(f"rasterization option {name}={value!r} is not supported by "
+                                      "gsrender")
+
+
+def _sh_per_camera(sh_degree: int, coeffs: torch.Tensor, means, viewmats) -> torch.Tensor:
+    """gsplat's per-camera SH coefficients [C,N,K,3] -> colours [C,N,3] (gsrender takes [N,K,3])."""
+    from gsrender import ops
+    campos = -torch.einsum("cji,cj->ci", viewmats[:, :3, :3], viewmats[:, :3, 3])  # [C, 3]
+    dirs = means[None, :, :] - campos[:, None, :]  # [C, N, 3]
+    rgb = [ops.sh(sh_degree, dirs[c:c + 1].contiguous(), coeffs[c].contiguous())
+           for c in range(coeffs.shape[0])]
+    return torch.clamp_min(torch.cat(rgb, dim=0) + 0.5, 0.0)  # [C, N, 3]
+
+
+def _absgrad_hook(t: torch.Tensor):
+    def hook(grad):
+        prev = getattr(t, "absgrad", None)
+        t.absgrad = grad.abs() if prev is None else prev + grad.abs()
+    return hook
+
+
+def _pack(meta: dict, absgrad: bool) -> dict:
+    """Unpacked [C,N,...] meta -> gsplat's packed layout over visible (camera, Gaussian) pairs."""
+    full = meta["means2d"]  # [C, N, 2]
+    sel = (meta["radii"] > 0).all(dim=-1)  # [C, N]
+    camera_ids, gaussian_ids = torch.where(sel)  # [nnz], [nnz]
+    packed = full.detach()[sel].requires_grad_(full.requires_grad)  # [nnz, 2] leaf
+    if full.requires_grad:
+        def hook(grad):
+            g = grad[sel]
+            packed.grad = g if packed.grad is None else packed.grad + g
+            if absgrad:
+                prev = getattr(packed, "absgrad", None)
+                packed.absgrad = g.abs() if prev is None else prev + g.abs()
+        full.register_hook(hook)
+    out = dict(meta)
+    out.update(radii=meta["radii"][sel], means2d=packed, depths=meta["depths"][sel],
+               conics=meta["conics"][sel], opacities=meta["opacities"][sel],
+               camera_ids=camera_ids, gaussian_ids=gaussian_ids)
+    return out
+
+
+def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int,
+                  near_plane: float = 0.01, far_plane: float = 1e10, radius_clip: float = 0.0,
+                  eps2d: float = 0.3, sh_degree: int | None = None, packed: bool = True,
+                  tile_size: int = 16, backgrounds=None, render_mode: str = "RGB",
+                  sparse_grad: bool = False, absgrad: bool = False,
+                  rasterize_mode: str = "classic", channel_chunk: int = 32,
+                  distributed: bool = False, camera_model: str = "pinhole", **kwargs):
+    """gsplat.rasterization for pinhole cameras. Shapes: means [N,3], quats [N,4] wxyz,
+    scales [N,3], opacities [N], colors [N,D] / [C,N,D] (any D; D != 3 is rendered through
+    gsrender's features path) or SH [N,K,3] / [C,N,K,3] with sh_degree, viewmats [C,4,4],
+    Ks [C,3,3], backgrounds [C,D] or [D] (D + 0 depth channels, as in gsplat).
+
+    Returns (render_colors [C,H,W,X], render_alphas [C,H,W,1], meta) where X = D for "RGB",
+    1 for "D"/"ED" and D+1 for "RGB+D"/"RGB+ED"; D is the expected depth Σ w z, ED = D / alpha.
+    """
+    _check_supported(camera_model, distributed, sparse_grad, kwargs)
+    if render_mode not in RENDER_MODES:
+        raise ValueError(f"render_mode must be one of {RENDER_MODES}, got {render_mode!r}")
+    if rasterize_mode not in RASTERIZE_MODES:
+        raise ValueError(f"rasterize_mode must be one of {RASTERIZE_MODES}, got {rasterize_mode!r}")
+    if not isinstance(colors, torch.Tensor):
+        raise TypeError(f"colors must be a torch.Tensor, got {type(colors).__name__}")
+    C, N = viewmats.shape[0], means.shape[0]
+    want_rgb = render_mode in ("RGB", "RGB+D", "RGB+ED")
+
+    native_colors, features, native_sh, bg_native = colors, None, sh_degree, None
+    if not want_rgb:
+        # depth-only modes ignore colours (as gsplat does); render a dummy RGB
+        native_colors, native_sh = means.new_zeros(N, 3), None
+    elif sh_degree is not None and colors.dim() == 4:
+        native_colors, native_sh = _sh_per_camera(sh_degree, colors, means, viewmats), None
+    elif sh_degree is None and colors.shape[-1] != 3:
+        native_colors, features = means.new_zeros(N, 3), colors
+    if want_rgb and features is None:
+        bg_native = backgrounds
+
+    out = _rasterize(means, quats, scales, opacities, native_colors, viewmats, Ks, width, height,
+                     sh_degree=native_sh, features=features, backgrounds=bg_native,
+                     near_plane=near_plane, far_plane=far_plane, eps2d=eps2d,
+                     antialiased=rasterize_mode == "antialiased", tile_size=tile_size,
+                     radius_clip=radius_clip)
+    alphas = out.alphas  # [C, H, W, 1]
+    if features is not None:
+        rgb = out.features  # [C, H, W, D]
+        if backgrounds is not None:
+            # sorted compositing is Σ w f + T_final·bg, and T_final = 1 − alpha
+            bg = backgrounds.expand(C, rgb.shape[-1]) if backgrounds.dim() == 1 else backgrounds
+            rgb = rgb + (1.0 - alphas) * bg[:, None, None, :]
+    else:
+        rgb = out.colors  # [C, H, W, 3]
+    depth = out.depths  # [C, H, W, 1]
+    if render_mode.endswith("ED"):
+        depth = depth / alphas.clamp(min=1e-10)
+    if render_mode == "RGB":
+        render = rgb
+    elif render_mode in ("D", "ED"):
+        render = depth
+    else:
+        render = torch.cat([rgb, depth], dim=-1)
+
+    meta = dict(out.meta)
+    means2d = meta["means2d"]  # [C, N, 2]
+    if absgrad and not packed and means2d.requires_grad:
+        means2d.register_hook(_absgrad_hook(means2d))
+    meta.update(width=width, height=height, tile_size=tile_size, n_cameras=C,
+                isect_offsets=meta["tile_offsets"], camera_ids=None, gaussian_ids=None)
+    if packed:
+        meta = _pack(meta, absgrad)
+    return render, alphas, meta
