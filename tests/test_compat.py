@@ -182,6 +182,8 @@ def test_inria_matches_native(scene):
     assert color.shape == (3, H, W) and radii.shape == (m.means.shape[0],)
     torch.testing.assert_close(color, ref.colors[0].permute(2, 0, 1), atol=1e-6, rtol=1e-6)
     assert torch.equal(radii, ref.meta["radii"][0].amax(-1))
+    visible = rast.markVisible(m.means)
+    assert visible.dtype == torch.bool and torch.all(visible[radii > 0])
     # precomputed colours and the optional depth
     rgb = m.sh[:, 0] * 0.2820948 + 0.5
     settings = _inria_camera(vm[0], K[0], bg, return_depth=True, antialiasing=True)
