@@ -413,6 +413,25 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_bench(argv: list[str]) -> int:
+    """`gsrender bench [fps options]`: benchmarks/fps.py's main, imported by path from the repo
+    root (the benchmarks are not part of the installed package)."""
+    import importlib.util
+
+    path = repo_root() / "benchmarks" / "fps.py"
+    if not path.is_file():
+        print(f"gsrender: error: bench needs the repository's benchmarks folder ({path} is missing; "
+              f"run from a source checkout)", file=sys.stderr)
+        return 1
+    root = str(repo_root())
+    if root not in sys.path:  # fps.py imports benchmarks.common
+        sys.path.insert(0, root)
+    spec = importlib.util.spec_from_file_location("gsrender_bench_fps", path)
+    fps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fps)
+    return fps.main(argv, prog="gsrender bench")
+
+
 # ---------------------------------------------------------------------------------------------
 # argument parsing
 
@@ -429,7 +448,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gsrender", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"gsrender {gsrender.__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,render,info}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,render,info,bench}")
 
     d = sub.add_parser("demo", help="render the bundled sample scene: PNGs, contact sheet, timings")
     d.add_argument("--out", default="out/demo", help="output folder (default out/demo)")
@@ -461,10 +480,17 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="versions, backends and which ops have kernels")
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.set_defaults(func=cmd_info)
+
+    # parsed by benchmarks/fps.py (see main); listed here for --help
+    sub.add_parser("bench", help="FPS profiling harness (benchmarks/fps.py; `gsrender bench --help`)",
+                   add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # every option after it belongs to the fps harness
+        return cmd_bench(argv[1:])
     args = build_parser().parse_args(argv)
     for name in ("max_views", "orbit", "width", "height"):
         v = getattr(args, name, None)

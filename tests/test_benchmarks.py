@@ -1,0 +1,87 @@
+"""Smoke modes of the benchmarks (benchmarks/fps.py, benchmarks/channels.py) and `gsrender bench`:
+each writes valid JSON with the documented keys and its PNGs, in a few seconds."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gsrender.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+pytestmark = pytest.mark.skipif(not (BENCH / "fps.py").is_file(), reason="benchmarks folder missing")
+
+RUN_KEYS = {"backend", "mode", "precision", "D", "n_gaussians", "width", "height", "fps", "stages_ms",
+            "stages_p90_ms", "n_pairs", "packing_efficiency", "peak_mem_mb"}
+STAGES = {"project", "sh", "bin", "raster_fwd", "raster_bwd"}
+ENV_KEYS = {"device", "torch", "cuda", "commit", "cpu_threads", "loadavg"}
+FPS_PNGS = ("time_vs_D.png", "time_vs_N.png", "stages.png")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _check_fps(out: Path) -> dict:
+    d = json.loads((out / "fps.json").read_text())
+    assert ENV_KEYS <= set(d["env"])
+    assert d["env"]["commit"] and d["env"]["cpu_threads"] >= 1
+    assert d["runs"], "no runs"
+    for r in d["runs"]:
+        assert RUN_KEYS <= set(r), RUN_KEYS - set(r)
+        assert set(r["stages_ms"]) == STAGES and set(r["stages_p90_ms"]) == STAGES
+        assert all(v is not None and v >= 0 for v in r["stages_ms"].values())
+        assert r["fps"] > 0 and r["n_pairs"] > 0 and r["peak_mem_mb"] >= 0
+    # the in-house scalar kernel is always a peer; the dense reference checks correctness on the CPU
+    assert {r["precision"] for r in d["runs"]} >= {"auto", "fp32"}
+    ref = d["reference_check"]
+    assert ref["max_abs_err_matrix"] < 1e-4 and ref["max_abs_err_scalar"] < 1e-4
+    assert "| backend |" in (out / "fps.md").read_text()
+    for png in FPS_PNGS:
+        assert (out / png).read_bytes()[:8] == PNG_MAGIC, png
+    return d
+
+
+def test_fps_smoke(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH / "fps.py"), "--smoke", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    d = _check_fps(tmp_path)
+    assert d["config"] == "smoke" and all(r["frames"] == 1 for r in d["runs"])
+
+
+def test_fps_sweep_flags(tmp_path, capsys):
+    # in-process through `gsrender bench` (no second torch import)
+    assert main(["bench", "--smoke", "--mode", "sorted,weighted", "--D", "0,3", "--resolution", "40x24",
+                 "--n", "500", "--no-peers", "--out", str(tmp_path)]) == 0
+    d = json.loads((tmp_path / "fps.json").read_text())
+    got = {(r["mode"], r["D"], r["width"], r["height"], r["n_gaussians"]) for r in d["runs"]}
+    assert got == {(m, D, 40, 24, 500) for m in ("sorted", "weighted") for D in (0, 3)}
+    assert main(["bench", "--smoke", "--mode", "nope", "--out", str(tmp_path)]) == 2
+    assert "--mode" in capsys.readouterr().err
+
+
+def test_channels_smoke(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH / "channels.py"), "--smoke", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads((tmp_path / "channels.json").read_text())
+    assert ENV_KEYS <= set(d["env"])
+    assert {"n_gaussians", "width", "height", "chunk", "D", "runs"} <= set(d)
+    methods = {(r["method"], r["D"]) for r in d["runs"]}
+    assert methods == {(m, D) for m in ("matrix", "scalar", "chunked") for D in d["D"]}
+    for r in d["runs"]:
+        assert r["fwd_ms"] > 0 and r["bwd_ms"] > 0
+        assert r["calls"] == (-(-r["D"] // d["chunk"]) if r["method"] == "chunked" else 1)
+    assert "| D |" in (tmp_path / "channels.md").read_text()
+    assert (tmp_path / "channels.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_gsrender_bench_smoke(tmp_path, capsys):
+    assert main(["bench", "--smoke", "--no-peers", "--out", str(tmp_path)]) == 0
+    d = json.loads((tmp_path / "fps.json").read_text())
+    assert d["runs"] and RUN_KEYS <= set(d["runs"][0])
+    assert "wrote fps.json" in capsys.readouterr().out
+    for png in FPS_PNGS:
+        assert (tmp_path / png).is_file()
