@@ -26,7 +26,8 @@ __attribute__((always_inline)) inline f8 splat(float v) { return f8{v, v, v, v, 
 
 // exp(x) for x <= 0: Cody–Waite range reduction and a degree-6 polynomial; relative error
 // < 1e-7 (within float rounding of std::exp); exp(x) = 0 below -87.
-__attribute__((always_inline)) inline f8 exp_nonpositive(f8 x) {
+__attribute__((always_inline)) inline f8 exp_nonpositive(const f8& x_in) {
+  f8 x = x_in;
   x = x > splat(-87.0f) ? x : splat(-87.0f);
   x = x < splat(0.0f) ? x : splat(0.0f);
   // round to nearest with the 1.5·2^23 trick
