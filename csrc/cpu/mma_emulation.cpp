@@ -195,10 +195,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> emulate_mma_tile(
   const at::Tensor f = features.contiguous();
   std::vector<int32_t> ids(G);
   for (int64_t i = 0; i < G; ++i) ids[i] = static_cast<int32_t>(i);
-  cpu::RasterArgs<float> a{};
+  RasterArgs<float> a{};
   a.means2d = m.data_ptr<float>(), a.conics = c.data_ptr<float>();
   a.opacities = op.data_ptr<float>(), a.flatten_ids = ids.data();
-  a.mode = RasterMode::kSorted;
+  a.sorted = true;
   std::vector<cpu::TileGaussian<float>> gs;
   cpu::gather_tile(a, 0, static_cast<int32_t>(G), gs);
 

@@ -19,28 +19,6 @@ namespace cpu {
 constexpr int kSubW = 8, kSubH = 4, kSubPixels = kSubW * kSubH;
 constexpr int kBatch = 32;  // Gaussians per W block (the GEMM's k dimension)
 
-template <typename T>
-struct RasterArgs {
-  const T* means2d;    // [C, N, 2]
-  const T* conics;     // [C, N, 3]
-  const T* opacities;  // [C, N]
-  const T* colors;     // [C, N, CH]
-  const T* depths;     // [C, N]
-  const T* backgrounds;  // [C, CH] or nullptr
-  const int32_t* tile_offsets;  // [C, TH, TW]
-  const int32_t* flatten_ids;   // [M]
-  int64_t C, N, CH, M;
-  int width, height, tile_size, TW, TH;
-  RasterMode mode;
-  T sigma_w, beta, w_bg;  // weighted mode's φ and background weight
-
-  // [start, end) of tile t's run in flatten_ids (t indexes [C, TH, TW])
-  int32_t tile_start(int64_t t) const { return tile_offsets[t]; }
-  int32_t tile_end(int64_t t) const {
-    return t + 1 < C * TH * TW ? tile_offsets[t + 1] : static_cast<int32_t>(M);
-  }
-};
-
 // Host-side sanity of the binning arrays (untrusted when the op is called directly): offsets
 // non-decreasing within [0, M] and every id inside its camera.
 inline void check_binning(const RasterInputs& in) {
@@ -58,30 +36,6 @@ inline void check_binning(const RasterInputs& in) {
       TORCH_CHECK_VALUE(ids[i] >= cam * N && ids[i] < (cam + 1) * N,
                         "flatten_ids holds an id outside its camera's Gaussians");
   }
-}
-
-template <typename T>
-RasterArgs<T> make_raster_args(const RasterInputs& in, int64_t width, int64_t height,
-                               int64_t tile_size, int64_t mode,
-                               at::ArrayRef<double> weight_params) {
-  RasterArgs<T> a;
-  a.means2d = in.means2d.data_ptr<T>();
-  a.conics = in.conics.data_ptr<T>();
-  a.opacities = in.opacities.data_ptr<T>();
-  a.colors = in.colors.data_ptr<T>();
-  a.depths = in.depths.data_ptr<T>();
-  a.backgrounds = in.backgrounds.defined() ? in.backgrounds.data_ptr<T>() : nullptr;
-  a.tile_offsets = in.tile_offsets.data_ptr<int32_t>();
-  a.flatten_ids = in.flatten_ids.data_ptr<int32_t>();
-  a.C = in.means2d.size(0), a.N = in.means2d.size(1), a.CH = in.colors.size(2);
-  a.M = in.flatten_ids.numel();
-  a.width = width, a.height = height, a.tile_size = tile_size;
-  a.TW = (width + tile_size - 1) / tile_size, a.TH = (height + tile_size - 1) / tile_size;
-  a.mode = static_cast<RasterMode>(mode);
-  a.sigma_w = mode == 1 ? weight_params[0] : 0;
-  a.beta = mode == 1 ? weight_params[1] : 1;
-  a.w_bg = mode == 1 ? weight_params[2] : 0;
-  return a;
 }
 
 // One Gaussian of a tile's list, gathered once per tile (SoA would vectorise the α loop better;
@@ -104,7 +58,7 @@ void gather_tile(const RasterArgs<T>& a, int32_t start, int32_t end,
     g.mx = a.means2d[2 * id], g.my = a.means2d[2 * id + 1];
     g.a = a.conics[3 * id], g.b = a.conics[3 * id + 1], g.c = a.conics[3 * id + 2];
     g.opacity = a.opacities[id];
-    g.phi = a.mode == RasterMode::kWeighted ? depth_weight<T>(a.depths[id], a.sigma_w, a.beta)
+    g.phi = !a.sorted ? depth_weight<T>(a.depths[id], a.sigma_w, a.beta)
                                             : T(1);
     T ex, ey;
     if (support_extent<T>(g.a, g.b, g.c, g.opacity, &ex, &ey)) {

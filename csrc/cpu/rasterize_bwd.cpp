@@ -47,7 +47,7 @@ template <typename T>
 void backward_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t end, int ox,
                       int oy, const SubTile& st, BwdScratch<T>& s, const BwdIO<T>& io) {
   const int64_t CH = a.CH;
-  const bool sorted = a.mode == RasterMode::kSorted;
+  const bool sorted = a.sorted;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
   int64_t pix[kSubPixels];
   int32_t last[kSubPixels];

@@ -92,7 +92,7 @@ template <typename T>
 void render_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t end, int ox,
                     int oy, const SubTile& st, FwdScratch<T>& s, const FwdOutputs<T>& o) {
   const int64_t CH = a.CH;
-  const bool sorted = a.mode == RasterMode::kSorted;
+  const bool sorted = a.sorted;
   PixelState<T> ps;
   ps.n_active = 0;
   for (int p = 0; p < kSubPixels; ++p) {

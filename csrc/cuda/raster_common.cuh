@@ -35,46 +35,6 @@ inline void check_cuda_tile_size(int64_t tile_size) {
                     "a tile), got ", tile_size);
 }
 
-template <typename T>
-struct RasterParams {
-  const T* means2d;      // [C, N, 2]
-  const T* conics;       // [C, N, 3]
-  const T* opacities;    // [C, N]
-  const T* colors;       // [C, N, CH]
-  const T* depths;       // [C, N]
-  const T* backgrounds;  // [C, CH] or nullptr
-  const int32_t* tile_offsets;  // [C, TH, TW]
-  const int32_t* flatten_ids;   // [M]
-  int64_t C, N, CH, M;
-  int width, height, tile_size, TW, TH;
-  bool sorted;            // mode 0; weighted (mode 1) otherwise
-  T sigma_w, beta, w_bg;  // weighted mode's φ and background weight
-};
-
-template <typename T>
-RasterParams<T> make_raster_params(const RasterInputs& in, int64_t width, int64_t height,
-                                   int64_t tile_size, int64_t mode,
-                                   at::ArrayRef<double> weight_params) {
-  RasterParams<T> p;
-  p.means2d = in.means2d.data_ptr<T>();
-  p.conics = in.conics.data_ptr<T>();
-  p.opacities = in.opacities.data_ptr<T>();
-  p.colors = in.colors.data_ptr<T>();
-  p.depths = in.depths.data_ptr<T>();
-  p.backgrounds = in.backgrounds.defined() ? in.backgrounds.data_ptr<T>() : nullptr;
-  p.tile_offsets = in.tile_offsets.data_ptr<int32_t>();
-  p.flatten_ids = in.flatten_ids.data_ptr<int32_t>();
-  p.C = in.means2d.size(0), p.N = in.means2d.size(1), p.CH = in.colors.size(2);
-  p.M = in.flatten_ids.numel();
-  p.width = static_cast<int>(width), p.height = static_cast<int>(height);
-  p.tile_size = static_cast<int>(tile_size);
-  p.TW = ceil_div(p.width, p.tile_size), p.TH = ceil_div(p.height, p.tile_size);
-  p.sorted = mode == 0;
-  p.sigma_w = static_cast<T>(mode == 1 ? weight_params[0] : 0.0);
-  p.beta = static_cast<T>(mode == 1 ? weight_params[1] : 1.0);
-  p.w_bg = static_cast<T>(mode == 1 ? weight_params[2] : 0.0);
-  return p;
-}
 
 // The tile of block blockIdx.x (tiles of all cameras in [C, TH, TW] order) and its list run.
 struct TileRun {
@@ -84,7 +44,7 @@ struct TileRun {
 };
 
 template <typename T>
-__device__ __forceinline__ TileRun tile_run(const RasterParams<T>& p, int64_t tile) {
+__device__ __forceinline__ TileRun tile_run(const RasterArgs<T>& p, int64_t tile) {
   const int64_t per_cam = int64_t(p.TH) * p.TW;
   TileRun r;
   r.cam = tile / per_cam;
@@ -104,7 +64,7 @@ struct ThreadPixel {
 };
 
 template <typename T>
-__device__ __forceinline__ ThreadPixel thread_pixel(const RasterParams<T>& p, const TileRun& r) {
+__device__ __forceinline__ ThreadPixel thread_pixel(const RasterArgs<T>& p, const TileRun& r) {
   ThreadPixel q;
   const int local = static_cast<int>(threadIdx.x);
   q.x = r.tx * p.tile_size + local % p.tile_size;
@@ -116,7 +76,7 @@ __device__ __forceinline__ ThreadPixel thread_pixel(const RasterParams<T>& p, co
 
 // Pixels of tile r inside the image (the "listed pairs" statistic counts list entries × these).
 template <typename T>
-__device__ __forceinline__ int64_t tile_pixels(const RasterParams<T>& p, const TileRun& r) {
+__device__ __forceinline__ int64_t tile_pixels(const RasterArgs<T>& p, const TileRun& r) {
   const int x0 = r.tx * p.tile_size, y0 = r.ty * p.tile_size;
   const int x1 = min(x0 + p.tile_size, p.width), y1 = min(y0 + p.tile_size, p.height);
   return int64_t(x1 - x0) * (y1 - y0);
@@ -132,7 +92,7 @@ struct Stage {
 };
 
 template <typename T>
-__device__ __forceinline__ void stage_gaussian(Stage<T>& s, int k, const RasterParams<T>& p,
+__device__ __forceinline__ void stage_gaussian(Stage<T>& s, int k, const RasterArgs<T>& p,
                                                int32_t id) {
   s.id[k] = id;
   s.mx[k] = p.means2d[2 * int64_t(id)];

@@ -38,7 +38,7 @@ struct BwdIO {
 
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads, 1)
-    rasterize_bwd_kernel(const RasterParams<T> p, const BwdIO<T> io) {
+    rasterize_bwd_kernel(const RasterArgs<T> p, const BwdIO<T> io) {
   __shared__ Stage<T> s;
   __shared__ int32_t s_stop;
   const TileRun run = tile_run(p, blockIdx.x);
@@ -179,7 +179,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_bwd_cuda", [&] {
     using T = scalar_t;
-    const RasterParams<T> p = make_raster_params<T>(in, width, height, tile_size, mode,
+    const RasterArgs<T> p = make_raster_args<T>(in, width, height, tile_size, mode,
                                                      weight_params);
     const BwdIO<T> io{render_c.data_ptr<T>(),    alphas_c.data_ptr<T>(),
                       last_c.data_ptr<int32_t>(), aux_c.data_ptr<T>(),

@@ -35,7 +35,7 @@ struct FwdOut {
 
 template <typename T, int kChunk>
 __global__ void __launch_bounds__(kMaxThreads)
-    rasterize_fwd_kernel(const RasterParams<T> p, const FwdOut<T> o) {
+    rasterize_fwd_kernel(const RasterArgs<T> p, const FwdOut<T> o) {
   __shared__ Stage<T> s;
   const TileRun run = tile_run(p, blockIdx.x);
   const ThreadPixel px = thread_pixel(p, run);
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 }
 
 template <typename T, int kChunk>
-void launch_fwd(const RasterParams<T>& p, const FwdOut<T>& o, int64_t n_tiles, int threads,
+void launch_fwd(const RasterArgs<T>& p, const FwdOut<T>& o, int64_t n_tiles, int threads,
                 cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>((p.CH + kChunk - 1) / kChunk));
   rasterize_fwd_kernel<T, kChunk><<<grid, threads, 0, stream>>>(p, o);
@@ -156,7 +156,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
   const int threads = raster_threads(tile_size);
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_fwd_cuda", [&] {
     using T = scalar_t;
-    const RasterParams<T> p = make_raster_params<T>(in, width, height, tile_size, mode,
+    const RasterArgs<T> p = make_raster_args<T>(in, width, height, tile_size, mode,
                                                      weight_params);
     const FwdOut<T> o{render.data_ptr<T>(), alphas.data_ptr<T>(), last_ids.data_ptr<int32_t>(),
                       aux.data_ptr<T>(), stats.data_ptr<int64_t>()};

@@ -27,7 +27,4 @@ constexpr double kAlphaMax = 0.99;
 // A pixel stops at the first Gaussian where T * (1 - alpha) < kTransmittanceMin.
 constexpr double kTransmittanceMin = 1e-4;
 
-enum class RasterMode : int { kSorted = 0, kWeighted = 1 };
-enum class RasterImpl : int { kMatrix = 0, kScalar = 1 };
-
 }  // namespace gsrender

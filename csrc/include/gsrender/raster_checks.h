@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "gsrender/checks.h"
+#include "gsrender/common.h"
+#include "gsrender/tiles.h"
 
 namespace gsrender {
 
@@ -108,6 +110,57 @@ inline void check_raster_grads(const RasterInputs& in, int64_t width, int64_t he
     check_float(*t, n, dt);
     check_device(*t, n, dev);
   }
+}
+
+// Raw pointers and sizes of one rasterize call, shared by the CPU tiles and the CUDA kernels
+// (passed to kernels by value).
+template <typename T>
+struct RasterArgs {
+  const T* means2d;             // [C, N, 2]
+  const T* conics;              // [C, N, 3]
+  const T* opacities;           // [C, N]
+  const T* colors;              // [C, N, CH]
+  const T* depths;              // [C, N]
+  const T* backgrounds;         // [C, CH] or nullptr
+  const int32_t* tile_offsets;  // [C, TH, TW]
+  const int32_t* flatten_ids;   // [M]
+  int64_t C, N, CH, M;
+  int width, height, tile_size, TW, TH;
+  bool sorted;            // mode 0; weighted (mode 1) otherwise
+  T sigma_w, beta, w_bg;  // weighted mode's φ and background weight
+
+  // [start, end) of tile t's run in flatten_ids (t indexes [C, TH, TW])
+  GSR_HOST_DEVICE int32_t tile_start(int64_t t) const { return tile_offsets[t]; }
+  GSR_HOST_DEVICE int32_t tile_end(int64_t t) const {
+    return t + 1 < C * TH * TW ? tile_offsets[t + 1] : static_cast<int32_t>(M);
+  }
+};
+
+// Fills RasterArgs from validated inputs (pointers into the contiguous tensors the caller keeps
+// alive).
+template <typename T>
+RasterArgs<T> make_raster_args(const RasterInputs& in, int64_t width, int64_t height,
+                               int64_t tile_size, int64_t mode,
+                               at::ArrayRef<double> weight_params) {
+  RasterArgs<T> a;
+  a.means2d = in.means2d.data_ptr<T>();
+  a.conics = in.conics.data_ptr<T>();
+  a.opacities = in.opacities.data_ptr<T>();
+  a.colors = in.colors.data_ptr<T>();
+  a.depths = in.depths.data_ptr<T>();
+  a.backgrounds = in.backgrounds.defined() ? in.backgrounds.data_ptr<T>() : nullptr;
+  a.tile_offsets = in.tile_offsets.data_ptr<int32_t>();
+  a.flatten_ids = in.flatten_ids.data_ptr<int32_t>();
+  a.C = in.means2d.size(0), a.N = in.means2d.size(1), a.CH = in.colors.size(2);
+  a.M = in.flatten_ids.numel();
+  a.width = static_cast<int>(width), a.height = static_cast<int>(height);
+  a.tile_size = static_cast<int>(tile_size);
+  a.TW = ceil_div(a.width, a.tile_size), a.TH = ceil_div(a.height, a.tile_size);
+  a.sorted = mode == 0;
+  a.sigma_w = static_cast<T>(mode == 1 ? weight_params[0] : 0.0);
+  a.beta = static_cast<T>(mode == 1 ? weight_params[1] : 1.0);
+  a.w_bg = static_cast<T>(mode == 1 ? weight_params[2] : 0.0);
+  return a;
 }
 
 }  // namespace gsrender
