@@ -15,17 +15,6 @@ namespace cpu {
 namespace {
 
 template <typename T>
-struct BwdIO {
-  const T* render;    // [C, H, W, CH]
-  const T* alphas;    // [C, H, W]
-  const int32_t* last_ids;  // [C, H, W]
-  const T* aux;       // [C, H, W]
-  const T* v_render;  // [C, H, W, CH]
-  const T* v_alphas;  // [C, H, W]
-  T *v_means2d, *v_conics, *v_opacities, *v_colors, *v_depths, *v_backgrounds;
-};
-
-template <typename T>
 struct BwdScratch {
   std::vector<TileGaussian<T>> gs;
   std::vector<int32_t> packed;
@@ -45,7 +34,7 @@ struct BwdScratch {
 
 template <typename T>
 void backward_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t end, int ox,
-                      int oy, const SubTile& st, BwdScratch<T>& s, const BwdIO<T>& io) {
+                      int oy, const SubTile& st, BwdScratch<T>& s, const RasterBwdIO<T>& io) {
   const int64_t CH = a.CH;
   const bool sorted = a.sorted;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
@@ -203,7 +192,7 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   AT_DISPATCH_FLOATING_TYPES(dt, "rasterize_bwd_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
-    const BwdIO<T> io{render_c.data_ptr<T>(),   alphas_c.data_ptr<T>(),
+    const RasterBwdIO<T> io{render_c.data_ptr<T>(),   alphas_c.data_ptr<T>(),
                       last_c.data_ptr<int32_t>(), aux_c.data_ptr<T>(),
                       v_render_c.data_ptr<T>(), v_alphas_c.data_ptr<T>(),
                       v_means2d.data_ptr<T>(),  v_conics.data_ptr<T>(),

@@ -199,12 +199,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
   TORCH_CHECK_VALUE(impl == 0 || mode == 0, "the scalar impl renders sorted mode only");
   check_binning(in);
   const int64_t C = means2d.size(0), CH = colors.size(2);
-  auto opts = means2d.options();
-  auto render = at::empty({C, height, width, CH}, opts);
-  auto alphas = at::empty({C, height, width, 1}, opts);
-  auto last_ids = at::empty({C, height, width}, opts.dtype(at::kInt));
-  auto aux = at::empty({C, height, width}, opts);
-  auto stats = at::zeros({C, 3}, opts.dtype(at::kLong));
+  const auto [render, alphas, last_ids, aux, stats] =
+      empty_raster_outputs(C, height, width, CH, means2d.options());
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_fwd_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);

@@ -26,19 +26,8 @@ namespace {
 using at::Tensor;
 
 template <typename T>
-struct BwdIO {
-  const T* render;          // [C, H, W, CH]
-  const T* alphas;          // [C, H, W]
-  const int32_t* last_ids;  // [C, H, W]
-  const T* aux;             // [C, H, W]
-  const T* v_render;        // [C, H, W, CH]
-  const T* v_alphas;        // [C, H, W]
-  T *v_means2d, *v_conics, *v_opacities, *v_colors, *v_depths, *v_backgrounds;
-};
-
-template <typename T>
 __global__ void __launch_bounds__(kMaxThreads, 1)
-    rasterize_bwd_kernel(const RasterArgs<T> p, const BwdIO<T> io) {
+    rasterize_bwd_kernel(const RasterArgs<T> p, const RasterBwdIO<T> io) {
   __shared__ Stage<T> s;
   __shared__ int32_t s_stop;
   const TileRun run = tile_run(p, blockIdx.x);
@@ -181,7 +170,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
     using T = scalar_t;
     const RasterArgs<T> p = make_raster_args<T>(in, width, height, tile_size, mode,
                                                      weight_params);
-    const BwdIO<T> io{render_c.data_ptr<T>(),    alphas_c.data_ptr<T>(),
+    const RasterBwdIO<T> io{render_c.data_ptr<T>(),    alphas_c.data_ptr<T>(),
                       last_c.data_ptr<int32_t>(), aux_c.data_ptr<T>(),
                       v_render_c.data_ptr<T>(),  v_alphas_c.data_ptr<T>(),
                       v_means2d.data_ptr<T>(),   v_conics.data_ptr<T>(),

@@ -143,12 +143,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
   const c10::cuda::CUDAGuard guard(means2d.device());
   validate_binning_cuda(in, nullptr, width, height, tile_size);
   const int64_t C = means2d.size(0), CH = colors.size(2);
-  auto opts = means2d.options();
-  Tensor render = at::empty({C, height, width, CH}, opts);
-  Tensor alphas = at::empty({C, height, width, 1}, opts);
-  Tensor last_ids = at::empty({C, height, width}, opts.dtype(at::kInt));
-  Tensor aux = at::empty({C, height, width}, opts);
-  Tensor stats = at::zeros({C, 3}, opts.dtype(at::kLong));
+  const auto [render, alphas, last_ids, aux, stats] =
+      empty_raster_outputs(C, height, width, CH, means2d.options());
   const int64_t n_tiles = in.tile_offsets.numel();
   if (n_tiles == 0) return {render, alphas, last_ids, aux, stats};
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_fwd: ", n_tiles, " tiles exceed the grid");

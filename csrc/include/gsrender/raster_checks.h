@@ -163,4 +163,29 @@ RasterArgs<T> make_raster_args(const RasterInputs& in, int64_t width, int64_t he
   return a;
 }
 
+// rasterize_fwd's outputs, allocated: render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W]
+// int32, aux [C,H,W], stats [C,3] int64 (zeroed: the kernels add into it).
+struct RasterOutputs {
+  at::Tensor render, alphas, last_ids, aux, stats;
+};
+inline RasterOutputs empty_raster_outputs(int64_t C, int64_t height, int64_t width, int64_t CH,
+                                          const at::TensorOptions& opts) {
+  return {at::empty({C, height, width, CH}, opts), at::empty({C, height, width, 1}, opts),
+          at::empty({C, height, width}, opts.dtype(at::kInt)), at::empty({C, height, width}, opts),
+          at::zeros({C, 3}, opts.dtype(at::kLong))};
+}
+
+// The forward's saved outputs and the incoming / outgoing gradients of rasterize_bwd, as raw
+// pointers for both backends.
+template <typename T>
+struct RasterBwdIO {
+  const T* render;          // [C, H, W, CH]
+  const T* alphas;          // [C, H, W]
+  const int32_t* last_ids;  // [C, H, W]
+  const T* aux;             // [C, H, W]
+  const T* v_render;        // [C, H, W, CH]
+  const T* v_alphas;        // [C, H, W]
+  T *v_means2d, *v_conics, *v_opacities, *v_colors, *v_depths, *v_backgrounds;
+};
+
 }  // namespace gsrender
