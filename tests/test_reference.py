@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import rotation
 
 from gsrender import reference as ref
 
@@ -20,16 +21,6 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 def _intrinsics(fx, fy, cx, cy, dtype=F64):
     return torch.tensor([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]], dtype=dtype)
-
-
-def _rot_xyz(ax, ay, az, dtype=F64):
-    """Rotation matrix Rz·Ry·Rx (test-side construction of camera rotations)."""
-    cx, sx, cy, sy, cz, sz = (math.cos(ax), math.sin(ax), math.cos(ay), math.sin(ay),
-                              math.cos(az), math.sin(az))
-    Rx = torch.tensor([[1, 0, 0], [0, cx, -sx], [0, sx, cx]], dtype=dtype)
-    Ry = torch.tensor([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]], dtype=dtype)
-    Rz = torch.tensor([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]], dtype=dtype)
-    return Rz @ Ry @ Rx
 
 
 def _viewmat(R, t):
@@ -240,7 +231,7 @@ def _expected_projection(mean, quat, scale, V, K, W, H, eps2d=0.3):
 
 def test_projection_general_case_and_fov_clamp():
     W, H = 40, 30
-    V = _viewmat(_rot_xyz(0.3, -0.5, 0.2), [0.2, -0.1, 4.0])
+    V = _viewmat(rotation(0.3, -0.5, 0.2), [0.2, -0.1, 4.0])
     K = _intrinsics(35.0, 38.0, 19.0, 16.0)
     Rt = V[:3, :3].T
     # one in view (camera point (0.4, −0.3, 5)), three beyond the clamp limits on each side
@@ -369,7 +360,7 @@ def test_sh_against_legendre_basis():
 
 def test_sh_colors_direction_and_clamp():
     means = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], dtype=F64)
-    V = _viewmat(_rot_xyz(0.1, 0.4, -0.3), [0.5, -1.0, 2.0])
+    V = _viewmat(rotation(0.1, 0.4, -0.3), [0.5, -1.0, 2.0])
     campos = -V[:3, :3].T @ V[:3, 3]
     torch.testing.assert_close(ref.camera_centers(V[None])[0], campos)
     sh = torch.zeros(2, 4, 3, dtype=F64)
@@ -396,7 +387,7 @@ def _grad_scene(seed, C=2, N=5, W=8, H=6):
     colors = torch.rand(N, 3, generator=g, dtype=F64)
     feats = torch.randn(N, 2, generator=g, dtype=F64)
     bg = torch.rand(C, 3, generator=g, dtype=F64)
-    vms = torch.stack([_viewmat(_rot_xyz(0.1 * c, -0.2 * c, 0.05), [0.1 * c, 0.0, 3.0])
+    vms = torch.stack([_viewmat(rotation(0.1 * c, -0.2 * c, 0.05), [0.1 * c, 0.0, 3.0])
                        for c in range(C)])
     Ks = _intrinsics(9.0, 9.0, W / 2, H / 2)[None].repeat(C, 1, 1)
     return means, quats, scales, opac, colors, feats, bg, vms, Ks

@@ -159,7 +159,7 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
   check_binning(in);
-  const int64_t C = means2d.size(0), N = means2d.size(1), CH = colors.size(2);
+  const int64_t C = means2d.size(0), CH = colors.size(2);
   const auto dt = means2d.scalar_type();
   check_raster_grads(in, width, height, render, alphas, last_ids, aux, v_render, v_alphas);
   const auto last_c = last_ids.contiguous();
@@ -179,25 +179,12 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
                             "returns it)");
         }
   }
-  const auto render_c = render.contiguous(), alphas_c = alphas.contiguous(),
-             aux_c = aux.contiguous(), v_render_c = v_render.contiguous(),
-             v_alphas_c = v_alphas.contiguous();
-  auto opts = means2d.options();
-  auto v_means2d = at::zeros({C, N, 2}, opts);
-  auto v_conics = at::zeros({C, N, 3}, opts);
-  auto v_opacities = at::zeros({C, N}, opts);
-  auto v_colors = at::zeros({C, N, CH}, opts);
-  auto v_depths = at::zeros({C, N}, opts);
-  auto v_backgrounds = at::zeros({C, CH}, opts);
+  const RasterBwdTensors bufs =
+      prepare_raster_bwd(in, render, alphas, last_c, aux, v_render, v_alphas);
   AT_DISPATCH_FLOATING_TYPES(dt, "rasterize_bwd_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
-    const RasterBwdIO<T> io{render_c.data_ptr<T>(),   alphas_c.data_ptr<T>(),
-                      last_c.data_ptr<int32_t>(), aux_c.data_ptr<T>(),
-                      v_render_c.data_ptr<T>(), v_alphas_c.data_ptr<T>(),
-                      v_means2d.data_ptr<T>(),  v_conics.data_ptr<T>(),
-                      v_opacities.data_ptr<T>(), v_colors.data_ptr<T>(),
-                      v_depths.data_ptr<T>(),   v_backgrounds.data_ptr<T>()};
+    const RasterBwdIO<T> io = bufs.io<T>();
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
     at::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
       BwdScratch<T> s;
@@ -248,8 +235,8 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
       flush_dbg();
     });
   });
-  if (!(backgrounds.has_value() && backgrounds->defined())) v_backgrounds.zero_();
-  return {v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds};
+  if (!(backgrounds.has_value() && backgrounds->defined())) bufs.v_backgrounds.zero_();
+  return bufs.grads();
 }
 
 }  // namespace

@@ -150,37 +150,23 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
   check_cuda_tile_size(tile_size);
   const c10::cuda::CUDAGuard guard(means2d.device());
   validate_binning_cuda(in, &last_ids, width, height, tile_size);
-  const int64_t C = means2d.size(0), N = means2d.size(1), CH = colors.size(2);
-  const Tensor render_c = render.contiguous(), alphas_c = alphas.contiguous(),
-               last_c = last_ids.contiguous(), aux_c = aux.contiguous(),
-               v_render_c = v_render.contiguous(), v_alphas_c = v_alphas.contiguous();
-  auto opts = means2d.options();
-  Tensor v_means2d = at::zeros({C, N, 2}, opts);
-  Tensor v_conics = at::zeros({C, N, 3}, opts);
-  Tensor v_opacities = at::zeros({C, N}, opts);
-  Tensor v_colors = at::zeros({C, N, CH}, opts);
-  Tensor v_depths = at::zeros({C, N}, opts);       // weighted mode only
-  Tensor v_backgrounds = at::zeros({C, CH}, opts);  // zeros without backgrounds
+  const RasterBwdTensors bufs =
+      prepare_raster_bwd(in, render, alphas, last_ids, aux, v_render, v_alphas);
   const int64_t n_tiles = in.tile_offsets.numel();
   if (n_tiles == 0)
-    return {v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds};
+    return bufs.grads();
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_bwd: ", n_tiles, " tiles exceed the grid");
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_bwd_cuda", [&] {
     using T = scalar_t;
     const RasterArgs<T> p = make_raster_args<T>(in, width, height, tile_size, mode,
                                                      weight_params);
-    const RasterBwdIO<T> io{render_c.data_ptr<T>(),    alphas_c.data_ptr<T>(),
-                      last_c.data_ptr<int32_t>(), aux_c.data_ptr<T>(),
-                      v_render_c.data_ptr<T>(),  v_alphas_c.data_ptr<T>(),
-                      v_means2d.data_ptr<T>(),   v_conics.data_ptr<T>(),
-                      v_opacities.data_ptr<T>(), v_colors.data_ptr<T>(),
-                      v_depths.data_ptr<T>(),    v_backgrounds.data_ptr<T>()};
+    const RasterBwdIO<T> io = bufs.io<T>();
     rasterize_bwd_kernel<T><<<static_cast<unsigned>(n_tiles), raster_threads(tile_size), 0,
                               stream>>>(p, io);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
-  return {v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds};
+  return bufs.grads();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <tuple>
 #include <utility>
 
 #include "gsrender/checks.h"
@@ -187,5 +188,36 @@ struct RasterBwdIO {
   const T* v_alphas;        // [C, H, W]
   T *v_means2d, *v_conics, *v_opacities, *v_colors, *v_depths, *v_backgrounds;
 };
+
+// rasterize_bwd's contiguous saved outputs and incoming gradients, and its zeroed gradient
+// buffers: v_means2d [C,N,2], v_conics [C,N,3], v_opacities [C,N], v_colors [C,N,CH],
+// v_depths [C,N] (weighted mode only), v_backgrounds [C,CH] (stays 0 without backgrounds).
+struct RasterBwdTensors {
+  at::Tensor render, alphas, last_ids, aux, v_render, v_alphas;
+  at::Tensor v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds;
+
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> grads()
+      const {
+    return {v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds};
+  }
+  template <typename T>
+  RasterBwdIO<T> io() const {
+    return {render.data_ptr<T>(),      alphas.data_ptr<T>(),   last_ids.data_ptr<int32_t>(),
+            aux.data_ptr<T>(),         v_render.data_ptr<T>(), v_alphas.data_ptr<T>(),
+            v_means2d.data_ptr<T>(),   v_conics.data_ptr<T>(), v_opacities.data_ptr<T>(),
+            v_colors.data_ptr<T>(),    v_depths.data_ptr<T>(), v_backgrounds.data_ptr<T>()};
+  }
+};
+inline RasterBwdTensors prepare_raster_bwd(const RasterInputs& in, const at::Tensor& render,
+                                           const at::Tensor& alphas, const at::Tensor& last_ids,
+                                           const at::Tensor& aux, const at::Tensor& v_render,
+                                           const at::Tensor& v_alphas) {
+  const int64_t C = in.means2d.size(0), N = in.means2d.size(1), CH = in.colors.size(2);
+  const auto opts = in.means2d.options();
+  return {render.contiguous(),      alphas.contiguous(),   last_ids.contiguous(),
+          aux.contiguous(),         v_render.contiguous(), v_alphas.contiguous(),
+          at::zeros({C, N, 2}, opts), at::zeros({C, N, 3}, opts), at::zeros({C, N}, opts),
+          at::zeros({C, N, CH}, opts), at::zeros({C, N}, opts), at::zeros({C, CH}, opts)};
+}
 
 }  // namespace gsrender
