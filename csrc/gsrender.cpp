@@ -44,7 +44,9 @@ TORCH_LIBRARY(gsrender, m) {
 
   // Per-pixel accumulation in the matrix formulation (DESIGN §4). colors carries every channel
   // rendered in this pass (RGB, depth, features): [C,N,CH]. mode 0 = sorted, 1 = weighted
-  // (weight_params = [sigma, beta, w_bg]). impl 0 = matrix (GEMM), 1 = scalar per-pixel loop.
+  // (weight_params = [sigma, beta, w_bg]). impl: 0 = matrix (CUDA: Tensor Cores, fp16 operands),
+  // 1 = scalar per-pixel loop, 2 = matrix with bf16 operands, 3 = matrix with tf32 operands (the
+  // CPU runs every matrix impl as an fp32 GEMM; see RasterImpl in raster_checks.h).
   // means2d [C,N,2], conics [C,N,3], opacities [C,N], depths [C,N], backgrounds [C,CH] or None
   // -> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32 (one past the last tile-list
   //    entry a pixel used), aux [C,H,W] (weighted mode: the weight sum; sorted: T_final),

@@ -11,7 +11,9 @@ from gsrender import _C  # noqa: F401  (loads the library: op schemas and kernel
 _ops = torch.ops.gsrender
 
 SORTED, WEIGHTED = 0, 1
-IMPL_MATRIX, IMPL_SCALAR = 0, 1
+# rasterize_fwd's impl (RasterImpl in csrc/include/gsrender/raster_checks.h): the matrix impls
+# pick the Tensor Core operand type on CUDA; the CPU runs all of them as an fp32 GEMM.
+IMPL_MATRIX, IMPL_SCALAR, IMPL_MATRIX_BF16, IMPL_MATRIX_TF32 = 0, 1, 2, 3
 
 
 # ---------------------------------------------------------------------------------------------

@@ -87,10 +87,13 @@ def _check_values(scales, quats, opacities, Ks):
         raise ValueError("Ks must have positive focal lengths fx, fy")
 
 
-def _impl_for(precision: str, mode: str) -> int:
-    # fp32 is the exact scalar per-pixel loop (the in-house baseline); every other precision is
-    # the matrix path, which on the CPU accumulates in fp32 (or the input's float64).
-    return ops.IMPL_SCALAR if precision == "fp32" and mode == "sorted" else ops.IMPL_MATRIX
+def _impl_for(precision: str, mode: str, device: torch.device) -> int:
+    # fp32 is the exact scalar per-pixel loop (the in-house baseline; on the CPU the weighted mode
+    # has only the matrix path, which accumulates in exact fp32 there). The other precisions pick
+    # the Tensor Core operand type on CUDA ("auto" = fp16); the CPU GEMM is fp32 for all of them.
+    if precision == "fp32":
+        return ops.IMPL_SCALAR if mode == "sorted" or device.type == "cuda" else ops.IMPL_MATRIX
+    return {"bf16": ops.IMPL_MATRIX_BF16, "tf32": ops.IMPL_MATRIX_TF32}.get(precision, ops.IMPL_MATRIX)
 
 
 def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
@@ -160,7 +163,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
         render, alphas, _, _, stats = ops.rasterize(
             means2d, conics, opac2d, chans, depths, bg, tile_offsets, flatten_ids, width, height,
             tile_size, ops.SORTED if mode == "sorted" else ops.WEIGHTED,
-            [float(v) for v in weight_params], _impl_for(precision, mode))
+            [float(v) for v in weight_params], _impl_for(precision, mode, means2d.device))
     meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
             "opacities": opac2d, "tile_offsets": tile_offsets, "flatten_ids": flatten_ids,
             "n_intersections": flatten_ids.shape[0], "tile_width": -(-width // tile_size),

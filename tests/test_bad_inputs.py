@@ -521,7 +521,7 @@ def test_raw_op_bad_tile_size(raw_f32, op, index, value):
     ("project_fwd", 8, -1.0, "eps2d"), ("project_bwd", 8, -1.0, "eps2d"),
     ("sh_fwd", 0, -1, "degree"), ("sh_fwd", 0, 4, "degree"), ("sh_bwd", 0, 4, "degree"),
     ("rasterize_fwd", 11, 2, "mode"), ("rasterize_fwd", 11, -1, "mode"),
-    ("rasterize_fwd", 13, 2, "impl"), ("rasterize_bwd", 11, 2, "mode")])
+    ("rasterize_fwd", 13, 4, "impl"), ("rasterize_bwd", 11, 2, "mode")])
 def test_raw_op_bad_scalar(raw_f32, op, index, value, name):
     _raises(ValueError, name, _call, op, raw_f32[op], index, value)
 

@@ -60,15 +60,7 @@ void gather_tile(const RasterArgs<T>& a, int32_t start, int32_t end,
     g.opacity = a.opacities[id];
     g.phi = !a.sorted ? depth_weight<T>(a.depths[id], a.sigma_w, a.beta)
                                             : T(1);
-    T ex, ey;
-    if (support_extent<T>(g.a, g.b, g.c, g.opacity, &ex, &ey)) {
-      g.box.x0 = static_cast<int>(std::ceil(g.mx - ex - T(0.5)));
-      g.box.x1 = static_cast<int>(std::floor(g.mx + ex - T(0.5)));
-      g.box.y0 = static_cast<int>(std::ceil(g.my - ey - T(0.5)));
-      g.box.y1 = static_cast<int>(std::floor(g.my + ey - T(0.5)));
-    } else {
-      g.box = {0, 0, -1, -1};
-    }
+    g.box = support_pixel_box<T>(g.mx, g.my, g.a, g.b, g.c, g.opacity);
   }
 }
 

@@ -195,8 +195,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
-  TORCH_CHECK_VALUE(impl == 0 || impl == 1, "impl must be 0 (matrix) or 1 (scalar), got ", impl);
-  TORCH_CHECK_VALUE(impl == 0 || mode == 0, "the scalar impl renders sorted mode only");
+  check_raster_impl(impl);
+  TORCH_CHECK_VALUE(impl != kImplScalar || mode == 0, "the scalar impl renders sorted mode only");
   check_binning(in);
   const int64_t C = means2d.size(0), CH = colors.size(2);
   const auto [render, alphas, last_ids, aux, stats] =
@@ -217,7 +217,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
         const int32_t start = a.tile_start(t), stop = a.tile_end(t);
         gather_tile(a, start, stop, s.gs);
         s.listed = s.computed = s.useful = 0;
-        if (impl == 1) {
+        if (impl == kImplScalar) {
           render_tile_scalar(a, cam, tx, ty, start, stop, s.gs, o);
           continue;
         }

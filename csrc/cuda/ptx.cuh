@@ -53,6 +53,38 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t 
 #endif
 }
 
+// D = A·B + C for one m16n8k8 tile with tf32 operands (32-bit registers holding tf32 values):
+//   a[4]: a[0] = (g, t)  a[1] = (g+8, t)  a[2] = (g, t+4)  a[3] = (g+8, t+4)
+//   b[2]: b[0] = (k = t, n = g)  b[1] = (k = t+4, n = g)
+//   c[4], d[4]: as m16n8k16.
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
+                                                 const uint32_t (&b)[2], const float (&c)[4]) {
+#if GSR_PTX_SM80
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+        "f"(c[2]), "f"(c[3]));
+#else
+  (void)d, (void)a, (void)b, (void)c;
+  __trap();
+#endif
+}
+
+// float → tf32 (round to nearest, ties away; the low 13 mantissa bits cleared).
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+#if GSR_PTX_SM80
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+#else
+  (void)x;
+  __trap();
+  return 0;
+#endif
+}
+
 // Shared-memory address of a generic pointer to shared memory (for ldmatrix / cp.async).
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -3,8 +3,8 @@
 // Gaussians, α from gsrender::pair_alpha and 3DGS's early stop exactly as the CPU
 // (csrc/cpu/rasterize_fwd.cpp), sorted and weighted modes, backgrounds, any number of channels.
 //
-// impl: 1 (scalar) and 0 (matrix) both run this kernel for now; the Tensor-Core (MMA) kernel of
-// DESIGN §5 will take impl 0 when it lands.
+// It runs impl = scalar, and the matrix impls where the Tensor Core kernel does not apply
+// (float64, tile sizes other than 16, GPUs older than sm_80): see rasterize_mma.cuh.
 //
 // Channels: a thread accumulates kChunk channels in registers; blockIdx.y picks the channel
 // chunk, so CH > kChunk runs ceil(CH / kChunk) blocks per tile that each walk the tile's list
@@ -17,21 +17,13 @@
 #include <tuple>
 
 #include "raster_common.cuh"
+#include "rasterize_mma.cuh"
 
 namespace gsrender {
 namespace gpu {
 namespace {
 
 using at::Tensor;
-
-template <typename T>
-struct FwdOut {
-  T* render;          // [C, H, W, CH]
-  T* alphas;          // [C, H, W]
-  int32_t* last_ids;  // [C, H, W]
-  T* aux;             // [C, H, W]: sorted T_final; weighted Σw + w_bg
-  int64_t* stats;     // [C, 3]: listed, evaluated, useful pairs
-};
 
 template <typename T, int kChunk>
 __global__ void __launch_bounds__(kMaxThreads)
@@ -138,7 +130,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
-  TORCH_CHECK_VALUE(impl == 0 || impl == 1, "impl must be 0 (matrix) or 1 (scalar), got ", impl);
+  check_raster_impl(impl);
   check_cuda_tile_size(tile_size);
   const c10::cuda::CUDAGuard guard(means2d.device());
   validate_binning_cuda(in, nullptr, width, height, tile_size);
@@ -150,6 +142,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_fwd: ", n_tiles, " tiles exceed the grid");
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int threads = raster_threads(tile_size);
+  if (mma_rasterizer_applies(means2d, tile_size, impl)) {
+    const FwdOut<float> o{render.data_ptr<float>(), alphas.data_ptr<float>(),
+                          last_ids.data_ptr<int32_t>(), aux.data_ptr<float>(),
+                          stats.data_ptr<int64_t>()};
+    launch_rasterize_mma_fwd(make_raster_args<float>(in, width, height, tile_size, mode,
+                                                     weight_params),
+                             o, in.colors, impl, n_tiles, stream);
+    return {render, alphas, last_ids, aux, stats};
+  }
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_fwd_cuda", [&] {
     using T = scalar_t;
     const RasterArgs<T> p = make_raster_args<T>(in, width, height, tile_size, mode,

@@ -176,6 +176,28 @@ GSR_UNROLL
   done = done | (s > I(0));
 }
 
+// One pixel row of one m16 block for one batch, weighted (sort-free) mode: w[j] = α·φ of the
+// lane's columns (α already 0 for padding columns and pixels outside the image); the row's
+// Σw and Π(1 − α) over all 16 columns, reduced across the quad, are added to wsum and multiplied
+// into trans (every lane of the quad ends with the same values).
+template <class V, class Q>
+GSR_HOST_DEVICE void row_weights_weighted(const V (&alpha)[4], const V (&phi)[4], Q& q, V& trans,
+                                          V& wsum, V (&w)[4]) {
+  V prod(1.0f), sum(0.0f);
+GSR_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    w[j] = alpha[j] * phi[j];
+    sum = sum + w[j];
+    prod = prod * (V(1.0f) - alpha[j]);
+  }
+  sum = sum + q.xor_(sum, 1);
+  sum = sum + q.xor_(sum, 2);
+  prod = prod * q.xor_(prod, 1);
+  prod = prod * q.xor_(prod, 2);
+  wsum = wsum + sum;
+  trans = trans * prod;
+}
+
 #if defined(__CUDACC__)
 // The device quad: shuffles within groups of 4 lanes. All 32 lanes must be converged.
 struct DeviceQuad {

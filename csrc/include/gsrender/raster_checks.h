@@ -30,6 +30,23 @@ inline void check_bin_tiles_inputs(const at::Tensor& means2d, const at::Tensor& 
                     tile_size);
 }
 
+// rasterize_fwd's `impl`: which accumulation runs. The CPU backend runs every matrix variant as
+// its fp32 (or float64) blocked GEMM; on CUDA they select the Tensor Core operand type (float32
+// inputs, 16×16 tiles, sm_80+; otherwise the scalar kernel runs). Scalar = the exact per-pixel
+// loop of 3DGS/gsplat, the in-house baseline.
+enum RasterImpl : int64_t {
+  kImplMatrixF16 = 0,
+  kImplScalar = 1,
+  kImplMatrixBF16 = 2,
+  kImplMatrixTF32 = 3,
+};
+
+inline void check_raster_impl(int64_t impl) {
+  TORCH_CHECK_VALUE(impl >= kImplMatrixF16 && impl <= kImplMatrixTF32,
+                    "impl must be 0 (matrix, fp16 operands), 1 (scalar), 2 (matrix, bf16) or 3 "
+                    "(matrix, tf32), got ", impl);
+}
+
 // Validates the tensors every rasterize op shares (both backends) and returns them contiguous;
 // the caller keeps them alive while kernels read them.
 struct RasterInputs {

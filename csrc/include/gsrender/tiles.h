@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 
+#include "gsrender/alpha.h"
 #include "gsrender/common.h"
 
 namespace gsrender {
@@ -16,6 +17,17 @@ struct PixelBox {
     return x0 <= bx1 && x1 >= bx0 && y0 <= by1 && y1 >= by0;
   }
 };
+
+// Pixels (unclipped) whose centre lies in the exact region where the Gaussian's α can reach
+// 1/255 (support_extent); empty when no pixel can contribute. Packing uses it on both backends,
+// so a sub-tile drops a Gaussian only when none of its pixels could see it.
+template <typename T>
+GSR_HOST_DEVICE PixelBox support_pixel_box(T mx, T my, T a, T b, T c, T opacity) {
+  T ex, ey;
+  if (!support_extent<T>(a, b, c, opacity, &ex, &ey)) return {0, 0, -1, -1};
+  return {static_cast<int>(ceil(mx - ex - T(0.5))), static_cast<int>(ceil(my - ey - T(0.5))),
+          static_cast<int>(floor(mx + ex - T(0.5))), static_cast<int>(floor(my + ey - T(0.5)))};
+}
 
 template <typename T>
 GSR_HOST_DEVICE PixelBox pixel_box(T mx, T my, int rx, int ry, int width, int height) {

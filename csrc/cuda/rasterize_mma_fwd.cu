@@ -1,0 +1,357 @@
+// Tensor Core forward rasterizer (DESIGN §4, §5): float32 inputs, 16×16 tiles, sm_80+.
+//
+// Block = one tile, 8 warps; warp w owns the 8×4 sub-tile at (8·(w&1), 4·(w>>1)) of the tile,
+// i.e. two m16 row blocks of 16 pixels (gsrender/mma_fragments.h has the pixel ↔ fragment maps).
+// Per chunk of 256 list entries (one per thread, staged in shared memory with their exact
+// α ≥ 1/255 support boxes):
+//   1. packing (design 2): each warp compacts the chunk to the entries whose box meets its
+//      sub-tile — ballot + popc, depth order kept — and walks them in groups of 16;
+//   2. W (design 1): every lane evaluates α for its 2 pixels × 4 Gaussians per m16 block, the
+//      quad scan gives T and the exact 3DGS early stop (row_weights), and W goes straight into
+//      A-fragment registers; no shared-memory round trip;
+//   3. lazy channel-batched fetch (design 3): only the group's 16 feature rows of this block's
+//      channel batch are copied, with cp.async into a per-warp double buffer (group i+1 loads
+//      while group i computes its W), then B comes from ldmatrix.trans (f16/bf16) or plain
+//      shared loads (tf32) and OUT += W·F is one MMA per (m16 block, 8 channels).
+// Channels: blockIdx.y is the channel batch (8 or 32 channels for f16/bf16, 8 or 16 for tf32);
+// batches recompute W instead of sharing it through shared memory: W costs 16 exps per lane and
+// group, the batch's MMAs 2·kNT, and recomputing keeps shared memory at ~34 KB a block (≥ 6
+// blocks per SM) for any D, with no cross-warp synchronisation inside a chunk. The feature rows
+// are read from a copy of colors converted to the operand type with the row padded to 16 bytes
+// (the padding channels are zero and never written out), so any D works with one masked tail.
+#include <ATen/ATen.h>
+
+#include "gsrender/mma_fragments.h"
+#include "ptx.cuh"
+#include "rasterize_mma.cuh"
+
+namespace gsrender {
+namespace gpu {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;  // one staged list entry per thread
+static_assert(kThreads == kMaxThreads, "Stage holds one entry per thread");
+constexpr unsigned kFull = 0xffffffffu;
+
+// Operand type of a precision: 16-bit storage (ldmatrix B) or 32-bit (tf32, B from shared loads).
+// kPad pads a shared row by 16 bytes so the 8 rows one ldmatrix phase reads hit distinct banks.
+template <int kImpl>
+struct Operand {
+  using T = uint16_t;  // f16 / bf16 bits
+  static constexpr int kPad = 8;
+};
+template <>
+struct Operand<kImplMatrixTF32> {
+  using T = float;
+  static constexpr int kPad = 4;
+};
+
+// A fragment(s) of one m16 block for one group of 16 Gaussians, built from the lane's W
+// (w[h][j]: row half h, column j = Gaussian 2t, 2t+1, 2t+8, 2t+9 of the group).
+template <int kImpl>
+struct AFrag {
+  uint32_t r[4];  // m16n8k16 A, f16x2 / bf16x2 registers (mma::pack_a's layout)
+  __device__ __forceinline__ void pack(const float (&w)[2][4]) {
+    mma::pack_a<kImpl == kImplMatrixBF16>(w, r);
+  }
+};
+// tf32: two m16n8k8 MMAs per group. k is a free permutation of the group's columns as long as A
+// and B agree: MMA m takes column 2t + 8m as k = t and column 2t + 1 + 8m as k = t + 4, so a
+// lane feeds exactly its own W columns (j = 2m, 2m + 1) and B reads the matching feature rows.
+template <>
+struct AFrag<kImplMatrixTF32> {
+  uint32_t r[2][4];  // [m][a0..a3]: a0 = (g, k t), a1 = (g+8, t), a2 = (g, t+4), a3 = (g+8, t+4)
+  __device__ __forceinline__ void pack(const float (&w)[2][4]) {
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      r[m][0] = ptx::to_tf32(w[0][2 * m]);
+      r[m][1] = ptx::to_tf32(w[1][2 * m]);
+      r[m][2] = ptx::to_tf32(w[0][2 * m + 1]);
+      r[m][3] = ptx::to_tf32(w[1][2 * m + 1]);
+    }
+  }
+};
+
+// The per-warp double buffer of feature rows: [2][16 Gaussians][kNT·8 channels + pad].
+template <int kImpl, int kNT>
+struct FeatureBuffer {
+  using T = typename Operand<kImpl>::T;
+  static constexpr int kStride = kNT * mma::kN + Operand<kImpl>::kPad;
+  alignas(16) T v[2][mma::kK][kStride];
+};
+
+template <int kImpl, int kNT>
+struct MmaShared {
+  Stage<float> s;                            // the chunk's list entries
+  PixelBox box[kThreads];                    // their support boxes
+  uint8_t packed[kWarps][kThreads];          // per warp: chunk slots meeting its sub-tile
+  FeatureBuffer<kImpl, kNT> feat[kWarps];    // per warp: the group's feature rows
+  unsigned long long computed, useful;       // the tile's pair statistics
+};
+
+// Issues the cp.async copies of one group's feature rows (channels [c0, c0 + kNT·8)) and commits
+// them as one group; rows past `count` (padding) and channels past the padded row are zero-filled.
+template <int kImpl, int kNT>
+__device__ __forceinline__ void fetch_group(typename FeatureBuffer<kImpl, kNT>::T (*dst)[FeatureBuffer<kImpl, kNT>::kStride],
+                                            const typename Operand<kImpl>::T* feat, int64_t CHp,
+                                            int64_t c0, const Stage<float>& s,
+                                            const uint8_t* packed, int g0, int count, int lane) {
+  using T = typename Operand<kImpl>::T;
+  constexpr int kPer16 = 16 / sizeof(T);        // elements per 16-byte copy
+  constexpr int kSegs = kNT * mma::kN / kPer16;  // copies per row
+  for (int q = lane; q < mma::kK * kSegs; q += 32) {
+    const int r = q / kSegs, seg = q % kSegs;
+    const int64_t ch = c0 + seg * kPer16;
+    const bool ok = g0 + r < count && ch < CHp;
+    const T* src = ok ? feat + int64_t(s.id[packed[g0 + r]]) * CHp + ch : feat;
+    ptx::cp_async_cg16(&dst[r][seg * kPer16], src, ok ? 16 : 0);
+  }
+  ptx::cp_async_commit();
+}
+
+// Pixel (ox + g, oy + 2b + h) of the lane lies inside the image.
+__device__ __forceinline__ bool inside_image(const RasterArgs<float>& p, int ox, int oy, int lane,
+                                             int b, int h) {
+  return ox + mma::lane_px(lane) < p.width && oy + mma::lane_py(b, h) < p.height;
+}
+
+template <int kImpl, int kNT, bool kSorted>
+__global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks per SM
+    rasterize_mma_fwd_kernel(const RasterArgs<float> p, const FwdOut<float> o,
+                             const typename Operand<kImpl>::T* __restrict__ feat, int64_t CHp) {
+  __shared__ MmaShared<kImpl, kNT> sh;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = mma::lane_quad(lane);
+  const TileRun run = tile_run(p, blockIdx.x);
+  const int ox = run.tx * 16 + mma::kSubW * (warp & 1), oy = run.ty * 16 + mma::kSubH * (warp >> 1);
+  const int64_t c0 = int64_t(blockIdx.y) * kNT * mma::kN;  // the block's channel batch
+  const mma::DeviceQuad quad;
+
+  // The lane's 4 pixels: (ox + g, oy + 2b + h) for m16 block b and row half h.
+  // done: outside the image, or (sorted) stopped at 3DGS's T < 1e-4.
+  bool done[2][2];
+  float trans[2][2], wsum[2][2];
+  int last[2][2];
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      done[b][h] = !inside_image(p, ox, oy, lane, b, h);
+      trans[b][h] = 1.0f, wsum[b][h] = 0.0f, last[b][h] = run.start;
+    }
+  float acc[2][kNT][4];
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int n = 0; n < kNT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[b][n][i] = 0.0f;
+  if (threadIdx.x == 0) sh.computed = sh.useful = 0;  // published by the first barrier below
+  int32_t walked = run.start;
+  auto& buf = sh.feat[warp].v;
+  uint8_t* packed = sh.packed[warp];
+
+  for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kThreads) {
+    const bool warp_done = __all_sync(kFull, done[0][0] && done[0][1] && done[1][0] && done[1][1]);
+    // All sub-tiles saturated: stop. The count is also the barrier that keeps this chunk's
+    // staging from overwriting entries another warp still reads.
+    if (__syncthreads_count(lane == 0 && warp_done) == kWarps) break;
+    const int32_t i = chunk0 + static_cast<int32_t>(threadIdx.x);
+    if (i < run.end) {
+      stage_gaussian(sh.s, threadIdx.x, p, p.flatten_ids[i]);
+      sh.box[threadIdx.x] = support_pixel_box<float>(sh.s.mx[threadIdx.x], sh.s.my[threadIdx.x],
+                                                     sh.s.a[threadIdx.x], sh.s.b[threadIdx.x],
+                                                     sh.s.c[threadIdx.x], sh.s.opacity[threadIdx.x]);
+    }
+    __syncthreads();
+    const int n = min(kThreads, run.end - chunk0);
+    walked = chunk0 + n;
+    if (warp_done) continue;
+
+    // 1. packing: slots of the chunk whose support meets this warp's sub-tile, in list order
+    int count = 0;
+    for (int base = 0; base < n; base += 32) {
+      const int j = base + lane;
+      const bool hit = j < n && sh.box[j].meets(ox, oy, ox + mma::kSubW - 1, oy + mma::kSubH - 1);
+      const unsigned m = __ballot_sync(kFull, hit);
+      if (hit) packed[count + __popc(m & ((1u << lane) - 1u))] = static_cast<uint8_t>(j);
+      count += __popc(m);
+    }
+    __syncwarp();
+    if (count == 0) continue;
+
+    unsigned computed = 0, useful = 0;  // this chunk's pairs (per lane ≤ 4 rows × 256 × 16)
+    fetch_group<kImpl, kNT>(buf[0], feat, CHp, c0, sh.s, packed, 0, count, lane);
+    int cur = 0;
+    for (int g0 = 0; g0 < count; g0 += mma::kK, cur ^= 1) {
+      if (__all_sync(kFull, done[0][0] && done[0][1] && done[1][0] && done[1][1])) break;
+      // 3. prefetch the next group's rows (an empty commit keeps the wait count uniform)
+      if (g0 + mma::kK < count)
+        fetch_group<kImpl, kNT>(buf[cur ^ 1], feat, CHp, c0, sh.s, packed, g0 + mma::kK, count, lane);
+      else
+        ptx::cp_async_commit();
+
+      // 2. the lane's 4 Gaussian columns (padding: opacity 0 → α 0, pos1 0)
+      mma::LaneGaussians<float> lg;
+      int pos1[4];
+      float phi[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int k = g0 + mma::lane_col(lane, j);
+        const bool ok = k < count;
+        const int e = ok ? packed[k] : 0;
+        lg.mx[j] = sh.s.mx[e], lg.my[j] = sh.s.my[e];
+        lg.a[j] = sh.s.a[e], lg.b[j] = sh.s.b[e], lg.c[j] = sh.s.c[e];
+        lg.opacity[j] = ok ? sh.s.opacity[e] : 0.0f;
+        phi[j] = sh.s.phi[e];
+        pos1[j] = ok ? chunk0 + e + 1 : 0;
+      }
+      AFrag<kImpl> a[2];
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        float alpha[2][4], w[2][4];  // [row half][column]
+        mma::lane_alpha<float>(lane, b, ox, oy, lg, alpha);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (t == 0 && !done[b][h]) computed += mma::kK;
+          if constexpr (kSorted) {
+            mma::row_weights(alpha[h], pos1, t, quad, trans[b][h], done[b][h], last[b][h], w[h]);
+          } else {  // no early stop: done only marks pixels outside the image
+#pragma unroll
+            for (int j = 0; j < 4; ++j) alpha[h][j] = done[b][h] ? 0.0f : alpha[h][j];
+            mma::row_weights_weighted(alpha[h], phi, quad, trans[b][h], wsum[b][h], w[h]);
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) useful += w[h][j] > 0.0f;
+        }
+        a[b].pack(w);
+      }
+
+      ptx::cp_async_wait_group<1>();  // this group's rows have landed
+      __syncwarp();
+      if constexpr (kImpl == kImplMatrixTF32) {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int m = 0; m < 2; ++m) {  // rows of MMA m: see AFrag<tf32>
+            const int ch = nt * mma::kN + mma::lane_group(lane);
+            const uint32_t bf[2] = {ptx::to_tf32(buf[cur][2 * t + 8 * m][ch]),
+                                    ptx::to_tf32(buf[cur][2 * t + 1 + 8 * m][ch])};
+#pragma unroll
+            for (int b = 0; b < 2; ++b) ptx::mma_m16n8k8_tf32(acc[b][nt], a[b].r[m], bf, acc[b][nt]);
+          }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          uint32_t bf[2];
+          ptx::ldmatrix_x2_trans(bf, &buf[cur][mma::ldmatrix_x2_row(lane)][nt * mma::kN]);
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            if constexpr (kImpl == kImplMatrixBF16)
+              ptx::mma_m16n8k16_bf16(acc[b][nt], a[b].r, bf, acc[b][nt]);
+            else
+              ptx::mma_m16n8k16_f16(acc[b][nt], a[b].r, bf, acc[b][nt]);
+          }
+        }
+      }
+      __syncwarp();  // every lane is done reading buf[cur] before it is refilled
+    }
+    ptx::cp_async_wait_group<0>();  // nothing in flight into buffers the next chunk reuses
+    computed = warp_sum(computed);
+    useful = warp_sum(useful);
+    if (lane == 0) atomicAdd(&sh.computed, computed), atomicAdd(&sh.useful, useful);
+  }
+
+  // Epilogue: C element i of block b is pixel row half h = i >> 1, channel 2t + (i & 1).
+  const float* bg = p.backgrounds ? p.backgrounds + run.cam * p.CH : nullptr;
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!inside_image(p, ox, oy, lane, b, h)) continue;
+      const int64_t pix =
+          (run.cam * p.height + oy + mma::lane_py(b, h)) * p.width + ox + mma::lane_px(lane);
+      float* dst = o.render + pix * p.CH;
+      const float denom = wsum[b][h] + p.w_bg;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t ch = c0 + nt * mma::kN + 2 * t + e;
+          if (ch >= p.CH) continue;
+          const float v = acc[b][nt][2 * h + e], bgv = bg ? bg[ch] : 0.0f;
+          dst[ch] = kSorted ? v + trans[b][h] * bgv : (v + p.w_bg * bgv) / denom;
+        }
+      if (blockIdx.y == 0 && t == 0) {  // the quad agrees on the pixel state
+        o.alphas[pix] = 1.0f - trans[b][h];
+        o.last_ids[pix] = kSorted ? last[b][h] : run.end;
+        o.aux[pix] = kSorted ? trans[b][h] : denom;
+      }
+    }
+  __syncthreads();  // every warp's counts are in
+  if (blockIdx.y == 0 && threadIdx.x == 0) {  // statistics once per tile
+    unsigned long long* st = reinterpret_cast<unsigned long long*>(o.stats + 3 * run.cam);
+    atomicAdd(st, static_cast<unsigned long long>((walked - run.start) * tile_pixels(p, run)));
+    atomicAdd(st + 1, sh.computed);
+    atomicAdd(st + 2, sh.useful);
+  }
+}
+
+template <int kImpl, int kNT>
+void launch(const RasterArgs<float>& p, const FwdOut<float>& o, const at::Tensor& feat,
+            int64_t n_tiles, cudaStream_t stream) {
+  using T = typename Operand<kImpl>::T;
+  const int64_t CHp = feat.size(1);
+  const dim3 grid(static_cast<unsigned>(n_tiles),
+                  static_cast<unsigned>((p.CH + kNT * mma::kN - 1) / (kNT * mma::kN)));
+  const T* f = reinterpret_cast<const T*>(feat.data_ptr());
+  if (p.sorted)
+    rasterize_mma_fwd_kernel<kImpl, kNT, true><<<grid, kThreads, 0, stream>>>(p, o, f, CHp);
+  else
+    rasterize_mma_fwd_kernel<kImpl, kNT, false><<<grid, kThreads, 0, stream>>>(p, o, f, CHp);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// colors [C, N, CH] → [C·N, CHp] in the operand type, rows padded with zeros to 16 bytes.
+at::Tensor operand_features(const at::Tensor& colors, int64_t impl) {
+  const at::ScalarType dt = impl == kImplMatrixBF16   ? at::kBFloat16
+                            : impl == kImplMatrixTF32 ? at::kFloat
+                                                      : at::kHalf;
+  const int64_t per16 = impl == kImplMatrixTF32 ? 4 : 8;
+  const int64_t rows = colors.size(0) * colors.size(1), CH = colors.size(2);
+  const int64_t CHp = (CH + per16 - 1) / per16 * per16;
+  at::Tensor feat = at::zeros({rows, CHp}, colors.options().dtype(dt));
+  feat.narrow(1, 0, CH).copy_(colors.reshape({rows, CH}));
+  return feat;
+}
+
+}  // namespace
+
+bool mma_rasterizer_applies(const at::Tensor& means2d, int64_t tile_size, int64_t impl) {
+  if (impl == kImplScalar || tile_size != 16 || means2d.scalar_type() != at::kFloat) return false;
+  int major = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                        means2d.device().index()));
+  return major >= 8;
+}
+
+void launch_rasterize_mma_fwd(const RasterArgs<float>& p, const FwdOut<float>& o,
+                              const at::Tensor& colors, int64_t impl, int64_t n_tiles,
+                              cudaStream_t stream) {
+  const at::Tensor feat = operand_features(colors, impl);
+  const bool narrow = p.CH <= mma::kN;  // RGB + depth: one 8-channel batch
+  switch (impl) {
+    case kImplMatrixBF16:
+      return narrow ? launch<kImplMatrixBF16, 1>(p, o, feat, n_tiles, stream)
+                    : launch<kImplMatrixBF16, 4>(p, o, feat, n_tiles, stream);
+    case kImplMatrixTF32:
+      return narrow ? launch<kImplMatrixTF32, 1>(p, o, feat, n_tiles, stream)
+                    : launch<kImplMatrixTF32, 2>(p, o, feat, n_tiles, stream);
+    default:
+      return narrow ? launch<kImplMatrixF16, 1>(p, o, feat, n_tiles, stream)
+                    : launch<kImplMatrixF16, 4>(p, o, feat, n_tiles, stream);
+  }
+}
+
+}  // namespace gpu
+}  // namespace gsrender
