@@ -36,3 +36,26 @@ def test_trainer_loss_falls_with_swapped_import(tmp_path):
     # densification statistics were gathered from meta["means2d"].absgrad and meta["radii"]
     assert out["count"].sum() > 0 and torch.isfinite(out["grad2d_mean"]).all()
     assert (out["grad2d_mean"] > 0).any() and (out["max_radii"] > 0).any()
+
+
+def test_densification_statistics_packed_equals_unpacked(tmp_path):
+    """The script's DefaultStrategy bookkeeping reads meta["gaussian_ids"] when packed=True and
+    meta["radii"] > 0 when packed=False: both must give the same per-Gaussian statistics."""
+    mod = _load_swapped(tmp_path)
+    gen = torch.Generator().manual_seed(3)
+    t = mod.teacher(150, 1, gen)
+    vms, Ks = mod.orbit(2, 40, 30)
+    states = []
+    for packed in (False, True):
+        leaves = {k: v.clone().requires_grad_(True) for k, v in t.items()}
+        img, _, info = mod.rasterization(leaves["means"], leaves["quats"], leaves["scales"],
+                                         leaves["opacities"], leaves["sh"], vms, Ks, 40, 30, sh_degree=1,
+                                         packed=packed, absgrad=True)
+        info["means2d"].retain_grad()
+        (img * torch.linspace(0, 1, 3)).sum().backward()
+        state = mod.new_state(150, "cpu")
+        mod.update_state(state, info, packed=packed, absgrad=True)
+        states.append(state)
+    for k in ("grad2d", "count", "radii"):
+        torch.testing.assert_close(states[0][k], states[1][k])
+    assert states[0]["count"].sum() > 0 and states[0]["grad2d"].sum() > 0
