@@ -24,11 +24,14 @@ def _image_size(path: Path) -> tuple[int, int]:
     return int(shape[1]), int(shape[0])
 
 
-def latest_point_cloud(root: str | os.PathLike) -> Path | None:
-    """root/point_cloud/iteration_<highest>/point_cloud.ply, or None (compared as numbers)."""
+def latest_point_cloud(root: str | os.PathLike, prefer: int | None = None) -> Path | None:
+    """root/point_cloud/iteration_<prefer>/point_cloud.ply when it exists, else the highest
+    iteration's (compared as numbers), or None."""
     pc = Path(root) / "point_cloud"
     if not pc.is_dir():
         return None
+    if prefer is not None and (pc / f"iteration_{int(prefer)}" / "point_cloud.ply").is_file():
+        return pc / f"iteration_{int(prefer)}" / "point_cloud.ply"
     best = None
     for d in pc.iterdir():
         m = _ITER_RE.match(d.name)
@@ -38,8 +41,13 @@ def latest_point_cloud(root: str | os.PathLike) -> Path | None:
 
 
 def load_mipnerf360_scene(root: str | os.PathLike, images: str = "images_4", split: str = "test",
-                          llff_hold: int = 8) -> dict:
+                          llff_hold: int = 8, model_root: str | os.PathLike | None = None,
+                          iteration: int | None = None) -> dict:
     """dict(cameras=list[Camera], model=GaussianModel | None, image_paths=list[Path]) for one split.
+
+    The model is model_root/point_cloud/iteration_<iteration>/point_cloud.ply (model_root defaults
+    to root: 3DGS writes its outputs to a separate folder per scene), falling back to the latest
+    iteration there.
 
     Cameras are sorted by image name; the test split is every llff_hold-th one (idx % llff_hold == 0),
     as in 3DGS's --eval. Intrinsics are divided by N for images_N and then fitted to the actual image
@@ -74,6 +82,6 @@ def load_mipnerf360_scene(root: str | os.PathLike, images: str = "images_4", spl
             out.append(c if (w, h) == (c.width, c.height) else c.resized(w, h))
         cams = out
 
-    ply = latest_point_cloud(root)
+    ply = latest_point_cloud(root if model_root is None else model_root, prefer=iteration)
     return {"cameras": cams, "model": None if ply is None else load_ply(ply),
             "image_paths": [c.image_path for c in cams]}
