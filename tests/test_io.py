@@ -402,7 +402,7 @@ def test_mipnerf360_synthetic(tmp_path):
         iio.imwrite(tmp_path / "images_3" / c.name, np.zeros((16, 22, 3), np.uint8))
     c0 = load_mipnerf360_scene(tmp_path, images="images_3")["cameras"][0]
     assert (c0.width, c0.height) == (22, 16)
-    torch.testing.assert_close(c0.K[0, 0], torch.tensor(20.0 * 22 / 21))
+    torch.testing.assert_close(c0.K[0, 0], torch.tensor(60.0 * 22 / 64))  # 3DGS: same field of view
 
     with pytest.raises(ValueError, match="images"):
         load_mipnerf360_scene(tmp_path, images="imgs")

@@ -50,8 +50,9 @@ def load_mipnerf360_scene(root: str | os.PathLike, images: str = "images_4", spl
     iteration there.
 
     Cameras are sorted by image name; the test split is every llff_hold-th one (idx % llff_hold == 0),
-    as in 3DGS's --eval. Intrinsics are divided by N for images_N and then fitted to the actual image
-    size when the image folder exists (the folders are made by rounding resizes).
+    as in 3DGS's --eval. Intrinsics are scaled from the full-resolution COLMAP cameras to the actual
+    image size per axis (fx·w/W, as 3DGS does by keeping the field of view), or to the nominal
+    round(W/N) × round(H/N) when the image folder is absent.
     """
     root = Path(root)
     m = _IMAGES_RE.match(images)
@@ -68,19 +69,21 @@ def load_mipnerf360_scene(root: str | os.PathLike, images: str = "images_4", spl
     if not sparse.is_dir():
         raise ValueError(f"root: no COLMAP model at {sparse}")
     image_dir = safe_join(root, images, "images")
-    cams = load_colmap_cameras(sparse, images_dir=image_dir, downscale=factor)
+    cams = load_colmap_cameras(sparse, images_dir=image_dir)  # full resolution
     if split != "all":
         test = split == "test"
         cams = [c for i, c in enumerate(cams) if (i % llff_hold == 0) == test]
 
-    if image_dir.is_dir():
-        out: list[Camera] = []
-        for c in cams:
+    out: list[Camera] = []
+    for c in cams:
+        if image_dir.is_dir():
             if not c.image_path.is_file():
                 raise ValueError(f"root: image {c.name!r} listed in {sparse} is missing from {image_dir}")
             w, h = _image_size(c.image_path)
-            out.append(c if (w, h) == (c.width, c.height) else c.resized(w, h))
-        cams = out
+        else:
+            w, h = round(c.width / factor), round(c.height / factor)
+        out.append(c if (w, h) == (c.width, c.height) else c.resized(w, h))
+    cams = out
 
     ply = latest_point_cloud(root if model_root is None else model_root, prefer=iteration)
     return {"cameras": cams, "model": None if ply is None else load_ply(ply),
