@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for a bare GPU machine with torch preinstalled (no internet): build gsrender in
-# place for this device, run the CUDA tests, time gsrender.rasterize on CUDA vs CPU for a
-# synthetic scene at D in {0, 32, 128}, and write gpu_check.json + gpu_check.log to $OUT (or
-# ./gpu_out). Budget: about 8 minutes in all (build ~4-5 min on 16 cores, tests, timing).
+# place for this device, run the CUDA tests (CUDA vs the CPU backend), run the channel sweep and
+# the FPS harness on CUDA (Tensor Core precisions vs the scalar kernel vs gsplat when importable),
+# and write gpu_check.json + gpu_check.log (+ the benchmarks' JSON/markdown/PNGs) to $OUT (or
+# ./gpu_out). Budget: about 8 minutes in all (build ~4-5 min on 16 cores, tests, benchmarks).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -36,67 +37,29 @@ fi
 
 bench_rc=-1
 if [ $build_rc -eq 0 ]; then
-  timeout 120 "$PY" - "$OUT/timing.json" <<'PYEOF' 2>&1 | tee -a "$LOG"
-import json, sys, time
-import torch
-import gsrender
-from gsrender import synthetic
-
-def timed(fn, device, reps):
-    fn()  # warm-up (and compile caches)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / reps * 1e3
-
-results = []
-W, H = 480, 360
-viewmats, Ks = synthetic.orbit_cameras(1, radius=6.0, height=2.5, width=W, height_px=H)
-for D in (0, 32, 128):
-    scene = synthetic.make_scene(50_000, feature_dim=D, seed=0)
-    row = {"D": D, "N": scene.num_gaussians, "width": W, "height": H}
-    for device in ("cuda", "cpu"):
-        sc = scene.to(device)
-        vm, K = viewmats.float().to(device), Ks.float().to(device)
-        def fwd():
-            return gsrender.rasterize(sc.means, sc.quats, sc.scales, sc.opacities, sc.sh, vm, K,
-                                      W, H, sh_degree=scene.sh_degree,
-                                      features=sc.features if D else None, backend=device)
-        row[f"{device}_fwd_ms"] = timed(fwd, device, 10 if device == "cuda" else 2)
-        leaves = [t.clone().requires_grad_(True) for t in (sc.means, sc.scales, sc.opacities, sc.sh)]
-        def fwd_bwd():
-            out = gsrender.rasterize(leaves[0], sc.quats, leaves[1], leaves[2], leaves[3], vm, K,
-                                     W, H, sh_degree=scene.sh_degree,
-                                     features=sc.features if D else None, backend=device)
-            loss = out.colors.sum() + (out.features.sum() if D else 0)
-            loss.backward()
-        row[f"{device}_fwd_bwd_ms"] = timed(fwd_bwd, device, 5 if device == "cuda" else 1)
-        if device == "cuda":
-            out = fwd()
-            row["n_intersections"] = int(out.meta["n_intersections"])
-            img_gpu = out.colors.cpu()
-        else:
-            img_cpu = fwd().colors
-            row["max_abs_diff_rgb"] = float((img_gpu - img_cpu).abs().max())
-    row["speedup_fwd"] = row["cpu_fwd_ms"] / row["cuda_fwd_ms"]
-    print(json.dumps(row), flush=True)
-    results.append(row)
-json.dump(results, open(sys.argv[1], "w"), indent=1)
-PYEOF
-  bench_rc=${PIPESTATUS[0]}
-  log "timing rc=$bench_rc"
+  # Side by side in one run: Tensor Cores (fp16 / bf16 / tf32) vs the scalar fp32 kernel vs
+  # gsplat's rasterization when importable, on one scene per benchmark.
+  t0=$(date +%s)
+  timeout 150 "$PY" benchmarks/channels.py --backend cuda --D 3,32,128,512 \
+    --out "$OUT/channels" >"$OUT/channels.log" 2>&1
+  ch_rc=$?
+  timeout 150 "$PY" benchmarks/fps.py --backend cuda --preset garden --resolution 1237x822 \
+    --n 1000000 --precision auto,bf16,tf32,fp32 --D 0,128 --frames 10 --warmup 3 \
+    --out "$OUT/fps" >"$OUT/fps.log" 2>&1
+  fps_rc=$?
+  bench_rc=$(( ch_rc != 0 ? ch_rc : fps_rc ))
+  log "benchmarks rc=$bench_rc (channels $ch_rc, fps $fps_rc) in $(( $(date +%s) - t0 )) s"
+  tail -30 "$OUT/channels.log" "$OUT/fps.log" | tee -a "$LOG"
 fi
 
 "$PY" - "$OUT" "$build_rc" "$test_rc" "$bench_rc" <<'PYEOF'
 import json, os, sys
 out, build_rc, test_rc, bench_rc = sys.argv[1], *map(int, sys.argv[2:5])
-timing = os.path.join(out, "timing.json")
-summary = {"build_rc": build_rc, "pytest_rc": test_rc, "timing_rc": bench_rc,
-           "timing": json.load(open(timing)) if os.path.exists(timing) else None}
+def load(*parts):
+    path = os.path.join(out, *parts)
+    return json.load(open(path)) if os.path.exists(path) else None
+summary = {"build_rc": build_rc, "pytest_rc": test_rc, "bench_rc": bench_rc,
+           "channels": load("channels", "channels.json"), "fps": load("fps", "fps.json")}
 json.dump(summary, open(os.path.join(out, "gpu_check.json"), "w"), indent=1)
 print(json.dumps(summary, indent=1))
 PYEOF
