@@ -265,6 +265,34 @@ def test_emulated_warp_bf16_operands():
     assert psnr >= 40  # 8-bit mantissa: bf16 trades W precision for range
 
 
+@pytest.mark.parametrize("prec", ["f32", "f16"])
+@pytest.mark.parametrize("tile", [(1, 1), (2, 2)], ids=["full", "edge"])
+def test_emulated_warp_weighted_mode_matches_reference(prec, tile):
+    # the sort-free mode: W = α·φ(z) per lane, Σw and Π(1 − α) reduced over the quad
+    # (mma::row_weights_weighted), OUT = (W·F + w_bg·bg) / (Σw + w_bg)
+    sigma_w, beta, w_bg = 0.05, 1.0, 1e-3
+    means, conics, opac, feats, bg = _tile_scene(21, 120, (0.3, 0.99), 13, tile)
+    G = means.shape[0]
+    depths = torch.arange(G, dtype=F64) * 0.37 + 1.0
+    phi = torch.exp(-sigma_w * depths ** beta).float()
+    img, alpha = ref.rasterize(means.double()[None], conics.double()[None], opac.double()[None],
+                               feats.double()[None], depths[None], W_IMG, H_IMG,
+                               backgrounds=bg.double()[None], mode="weighted",
+                               weight_params=(sigma_w, beta, w_bg))
+    out, T, _ = OPS.emulate_mma_tile(means, conics, opac, feats, tile[0], tile[1], TS, W_IMG, H_IMG,
+                                     bg, PREC[prec], phi, w_bg)
+    x0, y0 = tile[0] * TS, tile[1] * TS
+    x1, y1 = min(x0 + TS, W_IMG), min(y0 + TS, H_IMG)
+    e_img = out.reshape(TS, TS, -1)[: y1 - y0, : x1 - x0].double()
+    e_T = T.reshape(TS, TS)[: y1 - y0, : x1 - x0].double()
+    r_img, r_T = img[0, y0:y1, x0:x1], 1 - alpha[0, y0:y1, x0:x1, 0]
+    assert (e_T - r_T).abs().max() <= 1e-5
+    cos = torch.nn.functional.cosine_similarity(e_img.reshape(-1, 13), r_img.reshape(-1, 13), dim=-1)
+    assert cos.min() >= (0.999999 if prec == "f32" else 0.9999), float(cos.min())
+    if prec == "f32":
+        assert (e_img - r_img).abs().max() <= 1e-4
+
+
 def test_emulated_op_rejects_bad_input():
     scene = _tile_scene(3, 10, (0.2, 0.9), 3)
     with pytest.raises(ValueError, match="precision"):

@@ -1,8 +1,9 @@
 // TEST-ONLY ops (DESIGN §5a): the Tensor Core rasterizer's warp, emulated on the CPU. One tile is
-// rendered exactly as the GPU kernel will: per 8×4 sub-tile one warp packs the tile's depth-ordered
-// list to the Gaussians whose support box meets it (raster_tile.h's rule), then per batch of 16
-// every lane evaluates α for its (pixel, Gaussian) pairs, builds its W row slices with the quad
-// transmittance scan (gsrender/mma_fragments.h, run on the emulated lanes), packs them into A
+// rendered the way the GPU kernel (csrc/cuda/rasterize_mma_fwd.cu) does, sorted or weighted: per
+// 8×4 sub-tile one warp packs the tile's depth-ordered list to the Gaussians whose support box
+// meets it (raster_tile.h's rule), then per batch of 16 every lane evaluates α for its (pixel,
+// Gaussian) pairs, builds its W row slices with the quad transmittance scan (or the weighted
+// mode's quad sums; gsrender/mma_fragments.h, run on the emulated lanes), packs them into A
 // fragments, stages the batch's features as a [Gaussian][channel] block, loads B with (emulated)
 // ldmatrix.x2.trans and accumulates OUT += W·F with (emulated) mma.m16n8k16 into f32 fragments.
 // Registered in a separate library fragment: these ops are not part of the public op set.
@@ -32,20 +33,21 @@ struct TileOut {
 };
 
 // One warp rendering one sub-tile (pixel origin ox, oy).
+// weighted: the sort-free mode with φ = gs[i].phi and background weight w_bg (else sorted).
 void render_subtile_warp(const std::vector<cpu::TileGaussian<float>>& gs, const float* feats,
                          int64_t CH, const float* bg, int ox, int oy, const cpu::SubTile& st,
-                         int precision, const TileOut& o) {
+                         int precision, bool weighted, float w_bg, const TileOut& o) {
   const int NB = static_cast<int>((CH + mma::kN - 1) / mma::kN);  // channel blocks of 8
   const int CHP = NB * mma::kN;
   Lanes<int> t;
   for (int l = 0; l < kLanes; ++l) t[l] = mma::lane_quad(l);
   // Per-lane copies of the state of its 4 pixels (block b, row half h); the quad agrees on them.
-  Lanes<float> trans[2][2];
+  Lanes<float> trans[2][2], wsum[2][2];
   Lanes<bool> done[2][2];
   Lanes<int> last[2][2];
   for (int b = 0; b < 2; ++b)
     for (int h = 0; h < 2; ++h) {
-      trans[b][h] = 1.0f, last[b][h] = 0;
+      trans[b][h] = 1.0f, wsum[b][h] = 0.0f, last[b][h] = 0;
       for (int l = 0; l < kLanes; ++l)
         done[b][h][l] = !(ox + mma::lane_px(l) <= st.x1 && oy + mma::lane_py(b, h) <= st.y1);
     }
@@ -72,7 +74,7 @@ void render_subtile_warp(const std::vector<cpu::TileGaussian<float>>& gs, const 
       slot[k] = s0 + k < packed.size() ? packed[s0 + k] : -1;
 
     // α per lane for its 4 columns and 2 × 2 pixels
-    Lanes<float> alpha[2][2][4];
+    Lanes<float> alpha[2][2][4], phi[4];
     Lanes<int> pos1[4];
     for (int l = 0; l < kLanes; ++l) {
       mma::LaneGaussians<float> lg;
@@ -83,6 +85,7 @@ void render_subtile_warp(const std::vector<cpu::TileGaussian<float>>& gs, const 
         lg.mx[j] = g.mx, lg.my[j] = g.my, lg.a[j] = g.a, lg.b[j] = g.b, lg.c[j] = g.c;
         lg.opacity[j] = g.opacity;
         pos1[j][l] = p + 1;
+        phi[j][l] = g.phi;
       }
       for (int b = 0; b < 2; ++b) {
         float al[2][4];
@@ -94,9 +97,16 @@ void render_subtile_warp(const std::vector<cpu::TileGaussian<float>>& gs, const 
     // W rows: the quad scan with the exact early stop, on all lanes in lockstep
     Lanes<float> w[2][2][4];
     for (int b = 0; b < 2; ++b)
-      for (int h = 0; h < 2; ++h)
-        mma::row_weights(alpha[b][h], pos1, t, quad, trans[b][h], done[b][h], last[b][h],
-                         w[b][h]);
+      for (int h = 0; h < 2; ++h) {
+        if (!weighted) {
+          mma::row_weights(alpha[b][h], pos1, t, quad, trans[b][h], done[b][h], last[b][h],
+                           w[b][h]);
+          continue;
+        }
+        for (int j = 0; j < 4; ++j)  // no early stop: done only marks pixels outside the image
+          for (int l = 0; l < kLanes; ++l) alpha[b][h][j][l] = done[b][h][l] ? 0.0f : alpha[b][h][j][l];
+        mma::row_weights_weighted(alpha[b][h], phi, quad, trans[b][h], wsum[b][h], w[b][h]);
+      }
     // A fragments, one per m16 block
     FragA A[2];
     for (int b = 0; b < 2; ++b) {
@@ -152,12 +162,14 @@ void render_subtile_warp(const std::vector<cpu::TileGaussian<float>>& gs, const 
         const float tr = trans[b][h][l];
         for (int nb = 0; nb < NB; ++nb) {
           const int64_t ch = nb * mma::kN + mma::c_col(l, i);
-          if (ch < CH) o.render[pix * CH + ch] = acc[nb * 2 + b].e[l][i] + (bg ? tr * bg[ch] : 0.0f);
+          if (ch >= CH) continue;
+          const float v = acc[nb * 2 + b].e[l][i], bgv = bg ? bg[ch] : 0.0f;
+          o.render[pix * CH + ch] = weighted ? (v + w_bg * bgv) / (wsum[b][h][l] + w_bg) : v + tr * bgv;
         }
         // every lane of the quad must hold the same pixel state (the reductions' contract)
         const int l0 = l & ~3;
         TORCH_CHECK(trans[b][h][l] == trans[b][h][l0] && last[b][h][l] == last[b][h][l0] &&
-                        done[b][h][l] == done[b][h][l0],
+                        done[b][h][l] == done[b][h][l0] && wsum[b][h][l] == wsum[b][h][l0],
                     "emulate_mma_tile: quad lanes disagree on a pixel's state");
         o.trans[pix] = tr;
         o.last[pix] = last[b][h][l];
@@ -167,7 +179,8 @@ void render_subtile_warp(const std::vector<cpu::TileGaussian<float>>& gs, const 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> emulate_mma_tile(
     const at::Tensor& means2d, const at::Tensor& conics, const at::Tensor& opacities,
     const at::Tensor& features, int64_t tile_x, int64_t tile_y, int64_t tile_size, int64_t width,
-    int64_t height, const c10::optional<at::Tensor>& background, int64_t precision) {
+    int64_t height, const c10::optional<at::Tensor>& background, int64_t precision,
+    const c10::optional<at::Tensor>& phi, double w_bg) {
   check_shape(means2d, "means2d", {-1, 2});
   const int64_t G = means2d.size(0);
   check_shape(conics, "conics", {G, 3});
@@ -201,6 +214,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> emulate_mma_tile(
   a.sorted = true;
   std::vector<cpu::TileGaussian<float>> gs;
   cpu::gather_tile(a, 0, static_cast<int32_t>(G), gs);
+  const bool weighted = phi.has_value() && phi->defined();
+  if (weighted) {  // the sort-free mode with the caller's φ(z) per Gaussian
+    check_shape(*phi, "phi", {G});
+    check_float(*phi, "phi", at::kFloat);
+    const at::Tensor ph = phi->contiguous();
+    for (int64_t i = 0; i < G; ++i) gs[i].phi = ph.data_ptr<float>()[i];
+  }
 
   const int ts = static_cast<int>(tile_size);
   auto render = at::zeros({int64_t(ts) * ts, CH}, means2d.options());
@@ -213,7 +233,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> emulate_mma_tile(
                         static_cast<int>(width), static_cast<int>(height),
                         [&](int ox, int oy, const cpu::SubTile& st) {
                           render_subtile_warp(gs, f.data_ptr<float>(), CH, bgp, ox, oy, st,
-                                              static_cast<int>(precision), o);
+                                              static_cast<int>(precision), weighted,
+                                              static_cast<float>(w_bg), o);
                         });
   return {render, trans, last};
 }
@@ -326,7 +347,7 @@ TORCH_LIBRARY_FRAGMENT(gsrender, m) {
   m.def(
       "emulate_mma_tile(Tensor means2d, Tensor conics, Tensor opacities, Tensor features, "
       "int tile_x, int tile_y, int tile_size, int width, int height, Tensor? background, "
-      "int precision) -> (Tensor, Tensor, Tensor)");
+      "int precision, Tensor? phi=None, float w_bg=0.) -> (Tensor, Tensor, Tensor)");
   m.def("emulate_mma(Tensor A, Tensor B, Tensor C, int precision) -> Tensor");
   m.def("emulate_round(Tensor x, int precision) -> Tensor");
   m.def("mma_fragment_maps() -> Tensor[]", &emu::mma_fragment_maps);
