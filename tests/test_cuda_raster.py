@@ -199,6 +199,19 @@ def test_mma_partial_tiles_and_empty_lists():
     assert float((a_g - a_c).abs().max()) < 1e-3
 
 
+def test_mma_channels_beyond_fp16_range():
+    # far depths / large features (≫ 65504) must neither overflow the fp16 operands nor lose
+    # relative precision: the kernel scales each channel by its max |value|
+    s = _screen_scene(88, F32, D=4)
+    s["colors"][..., 3] = s["depths"] * 1e5  # depth-like channel up to ~1e6
+    s["colors"][..., 0] *= 1e-4              # and a tiny one
+    (r_c, *_), _ = _raster(s, 16, ops.SORTED, False, ops.IMPL_MATRIX)
+    (r_g, *_), _ = _raster(_to(s, "cuda"), 16, ops.SORTED, False, ops.IMPL_MATRIX)
+    assert bool(torch.isfinite(r_g).all())
+    for ch in range(4):
+        assert _cos(r_g[..., ch], r_c[..., ch]) >= 0.9999, ch
+
+
 @pytest.mark.parametrize("tile_size", [8, 5, 13])
 def test_rasterize_other_tile_sizes(tile_size):
     s = _screen_scene(3, F64, D=4)

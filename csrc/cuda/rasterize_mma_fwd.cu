@@ -17,9 +17,12 @@
 // batches recompute W instead of sharing it through shared memory: W costs 16 exps per lane and
 // group, the batch's MMAs 2·kNT, and recomputing keeps shared memory at ~34 KB a block (≥ 6
 // blocks per SM) for any D, with no cross-warp synchronisation inside a chunk. The feature rows
-// are read from a copy of colors converted to the operand type with the row padded to 16 bytes
-// (the padding channels are zero and never written out), so any D works with one masked tail.
+// are read from a copy of colors scaled per channel, converted to the operand type and padded to
+// 16 bytes a row (the padding channels are zero and never written out), so any D works with one
+// masked tail.
 #include <ATen/ATen.h>
+
+#include <utility>
 
 #include "gsrender/mma_fragments.h"
 #include "ptx.cuh"
@@ -119,7 +122,8 @@ __device__ __forceinline__ bool inside_image(const RasterArgs<float>& p, int ox,
 template <int kImpl, int kNT, bool kSorted>
 __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks per SM
     rasterize_mma_fwd_kernel(const RasterArgs<float> p, const FwdOut<float> o,
-                             const typename Operand<kImpl>::T* __restrict__ feat, int64_t CHp) {
+                             const typename Operand<kImpl>::T* __restrict__ feat, int64_t CHp,
+                             const float* __restrict__ ch_scale) {
   __shared__ MmaShared<kImpl, kNT> sh;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = mma::lane_quad(lane);
   const TileRun run = tile_run(p, blockIdx.x);
@@ -279,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks p
         for (int e = 0; e < 2; ++e) {
           const int64_t ch = c0 + nt * mma::kN + 2 * t + e;
           if (ch >= p.CH) continue;
-          const float v = acc[b][nt][2 * h + e], bgv = bg ? bg[ch] : 0.0f;
+          const float v = acc[b][nt][2 * h + e] * ch_scale[ch], bgv = bg ? bg[ch] : 0.0f;
           dst[ch] = kSorted ? v + trans[b][h] * bgv : (v + p.w_bg * bgv) / denom;
         }
       if (blockIdx.y == 0 && t == 0) {  // the quad agrees on the pixel state
@@ -299,30 +303,37 @@ __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks p
 
 template <int kImpl, int kNT>
 void launch(const RasterArgs<float>& p, const FwdOut<float>& o, const at::Tensor& feat,
-            int64_t n_tiles, cudaStream_t stream) {
+            const at::Tensor& scale, int64_t n_tiles, cudaStream_t stream) {
   using T = typename Operand<kImpl>::T;
   const int64_t CHp = feat.size(1);
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>((p.CH + kNT * mma::kN - 1) / (kNT * mma::kN)));
   const T* f = reinterpret_cast<const T*>(feat.data_ptr());
+  const float* sc = scale.data_ptr<float>();
   if (p.sorted)
-    rasterize_mma_fwd_kernel<kImpl, kNT, true><<<grid, kThreads, 0, stream>>>(p, o, f, CHp);
+    rasterize_mma_fwd_kernel<kImpl, kNT, true><<<grid, kThreads, 0, stream>>>(p, o, f, CHp, sc);
   else
-    rasterize_mma_fwd_kernel<kImpl, kNT, false><<<grid, kThreads, 0, stream>>>(p, o, f, CHp);
+    rasterize_mma_fwd_kernel<kImpl, kNT, false><<<grid, kThreads, 0, stream>>>(p, o, f, CHp, sc);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// colors [C, N, CH] → [C·N, CHp] in the operand type, rows padded with zeros to 16 bytes.
-at::Tensor operand_features(const at::Tensor& colors, int64_t impl) {
+// colors [C, N, CH] → [C·N, CHp] in the operand type, rows padded with zeros to 16 bytes, each
+// channel divided by its max |value| (returned, [CH], applied again in the epilogue). The scale
+// keeps fp16's range (±65504) from turning large channels such as far depths into inf (and
+// 0·inf into NaN) and costs nothing in relative precision; it is computed on the device, no sync.
+std::pair<at::Tensor, at::Tensor> operand_features(const at::Tensor& colors, int64_t impl) {
   const at::ScalarType dt = impl == kImplMatrixBF16   ? at::kBFloat16
                             : impl == kImplMatrixTF32 ? at::kFloat
                                                       : at::kHalf;
   const int64_t per16 = impl == kImplMatrixTF32 ? 4 : 8;
   const int64_t rows = colors.size(0) * colors.size(1), CH = colors.size(2);
   const int64_t CHp = (CH + per16 - 1) / per16 * per16;
+  const at::Tensor flat = colors.reshape({rows, CH});
+  at::Tensor scale = rows > 0 ? flat.abs().amax(0) : at::ones({CH}, colors.options());
+  scale = at::where(scale > 0, scale, at::ones_like(scale)).contiguous();  // [CH]
   at::Tensor feat = at::zeros({rows, CHp}, colors.options().dtype(dt));
-  feat.narrow(1, 0, CH).copy_(colors.reshape({rows, CH}));
-  return feat;
+  feat.narrow(1, 0, CH).copy_(flat / scale);
+  return {feat, scale};
 }
 
 }  // namespace
@@ -338,18 +349,18 @@ bool mma_rasterizer_applies(const at::Tensor& means2d, int64_t tile_size, int64_
 void launch_rasterize_mma_fwd(const RasterArgs<float>& p, const FwdOut<float>& o,
                               const at::Tensor& colors, int64_t impl, int64_t n_tiles,
                               cudaStream_t stream) {
-  const at::Tensor feat = operand_features(colors, impl);
+  const auto [feat, scale] = operand_features(colors, impl);
   const bool narrow = p.CH <= mma::kN;  // RGB + depth: one 8-channel batch
   switch (impl) {
     case kImplMatrixBF16:
-      return narrow ? launch<kImplMatrixBF16, 1>(p, o, feat, n_tiles, stream)
-                    : launch<kImplMatrixBF16, 4>(p, o, feat, n_tiles, stream);
+      return narrow ? launch<kImplMatrixBF16, 1>(p, o, feat, scale, n_tiles, stream)
+                    : launch<kImplMatrixBF16, 4>(p, o, feat, scale, n_tiles, stream);
     case kImplMatrixTF32:
-      return narrow ? launch<kImplMatrixTF32, 1>(p, o, feat, n_tiles, stream)
-                    : launch<kImplMatrixTF32, 2>(p, o, feat, n_tiles, stream);
+      return narrow ? launch<kImplMatrixTF32, 1>(p, o, feat, scale, n_tiles, stream)
+                    : launch<kImplMatrixTF32, 2>(p, o, feat, scale, n_tiles, stream);
     default:
-      return narrow ? launch<kImplMatrixF16, 1>(p, o, feat, n_tiles, stream)
-                    : launch<kImplMatrixF16, 4>(p, o, feat, n_tiles, stream);
+      return narrow ? launch<kImplMatrixF16, 1>(p, o, feat, scale, n_tiles, stream)
+                    : launch<kImplMatrixF16, 4>(p, o, feat, scale, n_tiles, stream);
   }
 }
 
