@@ -31,7 +31,7 @@ class MapConfig:
     tau_a: float = L.DEFAULT_TAU_A
     top_k: int = 4
     min_consistency: float = L.DEFAULT_MIN_CONSISTENCY
-    min_obs: int = 2
+    min_obs: int = 1
 
 
 # SplitGS-Loc and the ablations of the issue: B0 = no split, all Gaussians, plain weighted

@@ -14,6 +14,8 @@ from gsrender.loc.features import Extractor, check_features
 
 DEFAULT_REPROJ_PX = 3.0
 DEFAULT_ITERATIONS = 5000
+# Fewer RANSAC inliers than this is reported as a failure (a 4–6 point "pose" is chance).
+DEFAULT_MIN_INLIERS = 12
 
 
 def mutual_nn(query: torch.Tensor, ref: torch.Tensor, chunk: int = 8192,
@@ -33,16 +35,18 @@ def mutual_nn(query: torch.Tensor, ref: torch.Tensor, chunk: int = 8192,
     query = query.to(ref.device, ref.dtype)
     best_q = torch.full((P,), -float("inf"), device=ref.device)  # query's best similarity
     arg_q = torch.zeros(P, dtype=torch.int64, device=ref.device)
-    arg_r = torch.empty(M, dtype=torch.int64, device=ref.device)  # ref's best query
+    col_max = torch.empty(M, device=ref.device)  # every map point's best similarity
     for r0 in range(0, M, chunk):
         sim = query @ ref[r0:r0 + chunk].T  # [P, m]
         v, a = sim.max(dim=1)
         better = v > best_q
         best_q = torch.where(better, v, best_q)
         arg_q = torch.where(better, a + r0, arg_q)
-        arg_r[r0:r0 + chunk] = sim.argmax(dim=0)
+        # values, not argmax: amax across rows is several times cheaper on the CPU, and the pair
+        # (i, j) is mutual exactly when i's best value is j's column maximum
+        col_max[r0:r0 + chunk] = sim.amax(dim=0)
     qi = torch.arange(P, device=ref.device)
-    ok = (arg_r[arg_q] == qi) & (best_q >= min_similarity)
+    ok = (best_q >= col_max[arg_q]) & (best_q >= min_similarity)
     return torch.stack([qi[ok], arg_q[ok]], dim=1).cpu()
 
 
@@ -65,10 +69,11 @@ class PoseResult:
 
 def solve_pnp(points2d: np.ndarray, points3d: np.ndarray, K: np.ndarray, width: int, height: int,
               *, reproj_px: float = DEFAULT_REPROJ_PX, iterations: int = DEFAULT_ITERATIONS,
-              backend: str = "auto") -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
+              backend: str = "auto", min_inliers: int = DEFAULT_MIN_INLIERS,
+              ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:
     """PnP + RANSAC on 2D (gsrender pixel convention) – 3D correspondences.
     backend: "auto" (PoseLib if importable, else OpenCV), "poselib" or "opencv".
-    Returns (success, R [3,3], t [3], inliers [Q] bool)."""
+    Returns (success, R [3,3], t [3], inliers [Q] bool); success needs min_inliers inliers."""
     points2d = np.ascontiguousarray(points2d, np.float64).reshape(-1, 2)
     points3d = np.ascontiguousarray(points3d, np.float64).reshape(-1, 3)
     K = np.asarray(K, np.float64)
@@ -78,7 +83,7 @@ def solve_pnp(points2d: np.ndarray, points3d: np.ndarray, K: np.ndarray, width: 
         raise ValueError(f"points2d and points3d must pair up, got {Q} and {points3d.shape[0]}")
     if backend not in ("auto", "poselib", "opencv"):
         raise ValueError(f"backend must be 'auto', 'poselib' or 'opencv', got {backend!r}")
-    if Q < 4:
+    if Q < max(4, min_inliers):
         return fail
     if backend in ("auto", "poselib"):
         try:
@@ -96,7 +101,7 @@ def solve_pnp(points2d: np.ndarray, points3d: np.ndarray, K: np.ndarray, width: 
                                           "max_iterations": iterations},
                 {"max_iterations": 0})
             inl = np.asarray(info.get("inliers", np.zeros(Q, bool)), bool)
-            return bool(inl.sum() >= 4), np.asarray(pose.R), np.asarray(pose.t), inl
+            return bool(inl.sum() >= min_inliers), np.asarray(pose.R), np.asarray(pose.t), inl
     import cv2
 
     # OpenCV's pixel centres are at integer coordinates: shift the principal point to match
@@ -110,7 +115,7 @@ def solve_pnp(points2d: np.ndarray, points3d: np.ndarray, K: np.ndarray, width: 
         return fail
     mask = np.zeros(Q, bool)
     mask[inl.reshape(-1)] = True
-    return True, cv2.Rodrigues(rvec)[0], tvec.reshape(3), mask
+    return bool(mask.sum() >= min_inliers), cv2.Rodrigues(rvec)[0], tvec.reshape(3), mask
 
 
 def localize(image, K, map_points: torch.Tensor, map_descriptors: torch.Tensor,
