@@ -128,25 +128,23 @@ def axis_footprints(means, quats, scales, viewmats, Ks, width: int, height: int,
     projected 1σ axis vector J·R_view·(s·u), with J the pinhole Jacobian at the mean. Views where
     the mean is behind the camera or outside the image do not vote; a Gaussian seen by no view
     gets 0 (never split). means [N,3], quats [N,4], scales [N,3] -> [N,3]."""
-    R = viewmats[:, :3, :3].to(means.dtype)  # [C,3,3]
-    t = viewmats[:, :3, 3].to(means.dtype)
-    Ks = Ks.to(means.dtype)
-    pc = torch.einsum("cij,nj->cni", R, means) + t[:, None]  # [C,N,3]
-    z = pc[..., 2]
-    zs = z.clamp_min(near_plane)
-    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]
-    u = fx * pc[..., 0] / zs + Ks[:, 0, 2, None]
-    v = fy * pc[..., 1] / zs + Ks[:, 1, 2, None]
-    seen = (z > near_plane) & (u >= 0) & (u < width) & (v >= 0) & (v < height)  # [C,N]
     axes = quat_to_rotmat(quats) * scales[:, None, :]  # [N,3,3]: column i = s_i·u_i
-    ac = torch.einsum("cij,njk->cnik", R, axes)  # [C,N,3,3] axes in camera space
-    x, y = pc[..., 0, None], pc[..., 1, None]
-    zz = zs[..., None]
-    du = fx[..., None] * (ac[:, :, 0] / zz - x * ac[:, :, 2] / zz ** 2)  # [C,N,3]
-    dv = fy[..., None] * (ac[:, :, 1] / zz - y * ac[:, :, 2] / zz ** 2)
-    fp = torch.sqrt(du * du + dv * dv)  # [C,N,3]
-    fp = torch.where(seen[..., None], fp, torch.full_like(fp, float("nan")))
-    med = torch.nanmedian(fp, dim=0).values  # [N,3]
+    fps = []
+    for vm, K in zip(viewmats.to(means.dtype), Ks.to(means.dtype)):  # one view at a time: [N,3,3]
+        R, t = vm[:3, :3], vm[:3, 3]
+        pc = means @ R.T + t  # [N,3]
+        z = pc[:, 2]
+        zs = z.clamp_min(near_plane)
+        fx, fy = K[0, 0], K[1, 1]
+        u, v = fx * pc[:, 0] / zs + K[0, 2], fy * pc[:, 1] / zs + K[1, 2]
+        seen = (z > near_plane) & (u >= 0) & (u < width) & (v >= 0) & (v < height)  # [N]
+        ac = R @ axes  # [N,3,3] axes in camera space
+        zz = zs[:, None]
+        du = fx * (ac[:, 0] / zz - pc[:, 0, None] * ac[:, 2] / zz ** 2)  # [N,3]
+        dv = fy * (ac[:, 1] / zz - pc[:, 1, None] * ac[:, 2] / zz ** 2)
+        fp = torch.sqrt(du * du + dv * dv)
+        fps.append(torch.where(seen[:, None], fp, torch.full_like(fp, float("nan"))))
+    med = torch.nanmedian(torch.stack(fps), dim=0).values  # [N,3]
     return torch.nan_to_num(med, nan=0.0)
 
 
