@@ -64,4 +64,14 @@ TORCH_LIBRARY(gsrender, m) {
       "int height, int tile_size, int mode, float[] weight_params, Tensor render, Tensor alphas, "
       "Tensor last_ids, Tensor aux, Tensor v_render, Tensor v_alphas) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+
+  // SplitGS-Loc composition-weight statistics (sorted-mode weights w = α·T, DESIGN §7), over the
+  // C views of one binning. Same projected inputs as rasterize_fwd.
+  // -> w_sum [N] (Σw over views and pixels), w_max [N], n_views [N] int32 (views in which the
+  //    Gaussian has w > tau_s at some pixel), topk_ids [C,H,W,top_k] int32 (-1 = none; by
+  //    descending weight), topk_weights [C,H,W,top_k]
+  m.def(
+      "weight_stats(Tensor means2d, Tensor conics, Tensor opacities, Tensor depths, "
+      "Tensor tile_offsets, Tensor flatten_ids, int width, int height, int tile_size, "
+      "float tau_s, int top_k) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }

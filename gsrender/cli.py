@@ -484,6 +484,9 @@ def build_parser() -> argparse.ArgumentParser:
     # parsed by benchmarks/fps.py (see main); listed here for --help
     sub.add_parser("bench", help="FPS profiling harness (benchmarks/fps.py; `gsrender bench --help`)",
                    add_help=False)
+    from gsrender.loc.cli import add_loc_parser  # SplitGS-Loc: `gsrender loc build|query`
+
+    add_loc_parser(sub)
     return p
 
 

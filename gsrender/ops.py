@@ -178,3 +178,25 @@ def _project_bwd_fake(means, quats, scales, opacities, viewmats, Ks, width, heig
 @torch.library.register_fake("gsrender::sh_bwd")
 def _sh_bwd_fake(degree, dirs, coeffs, v_colors):
     return dirs.new_empty(dirs.shape), coeffs.new_empty(coeffs.shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# SplitGS-Loc: composition-weight statistics (no gradient)
+
+
+def weight_stats(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width: int,
+                 height: int, tile_size: int, tau_s: float, top_k: int):
+    """Sorted-mode weights w = α·T over C views -> w_sum [N], w_max [N], n_views [N] int32 (views
+    with w > tau_s at some pixel), topk_ids [C,H,W,top_k] int32 (-1 = none), topk_weights
+    [C,H,W,top_k] (descending)."""
+    return _ops.weight_stats(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width,
+                             height, tile_size, float(tau_s), int(top_k))
+
+
+@torch.library.register_fake("gsrender::weight_stats")
+def _weight_stats_fake(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width,
+                       height, tile_size, tau_s, top_k):
+    C, N = means2d.shape[0], means2d.shape[1]
+    f = means2d.new_empty
+    return (f((N,)), f((N,)), f((N,), dtype=torch.int32),
+            f((C, height, width, top_k), dtype=torch.int32), f((C, height, width, top_k)))

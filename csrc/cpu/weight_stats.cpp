@@ -1,0 +1,133 @@
+// Composition-weight statistics (SplitGS-Loc, DESIGN §7): for C views, per Gaussian Σw and max w
+// over every pixel of every view, the number of views in which it dominates some pixel
+// (w > tau_s), and per pixel the top-K contributors. w = α·T exactly as the sorted renderer
+// (gsrender/alpha.h: 1/255 cut, 0.99 clamp, 1e-4 early stop), walking the same tile lists.
+// Parallel over the tiles of one view at a time; every thread accumulates into its own buffers,
+// merged after each view, so no two threads ever write the same memory.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "raster_tile.h"
+
+namespace gsrender {
+namespace cpu {
+namespace {
+
+template <typename T>
+struct StatsScratch {
+  std::vector<TileGaussian<T>> gs;
+  std::vector<double> wsum;    // [N] Σw (double: sums over many pixels and views)
+  std::vector<T> wmax;         // [N]
+  std::vector<uint8_t> dom;    // [N] dominates some pixel in the current view
+};
+
+// Keeps the K largest (weight, id) pairs of one pixel, sorted by weight (descending; ties keep
+// the earlier, i.e. nearer, Gaussian first).
+template <typename T>
+void topk_insert(T w, int32_t id, int64_t K, T* ws, int32_t* ids) {
+  if (K == 0 || !(w > ws[K - 1])) return;
+  int64_t i = K - 1;
+  while (i > 0 && w > ws[i - 1]) {
+    ws[i] = ws[i - 1], ids[i] = ids[i - 1];
+    --i;
+  }
+  ws[i] = w, ids[i] = id;
+}
+
+template <typename T>
+void stats_tile(const RasterArgs<T>& a, int64_t cam, int tx, int ty, T tau_s, int64_t K,
+                StatsScratch<T>& s, T* topk_w, int32_t* topk_ids) {
+  const int x0 = tx * a.tile_size, y0 = ty * a.tile_size;
+  const int32_t n = static_cast<int32_t>(s.gs.size());
+  for (int y = y0; y < std::min(y0 + a.tile_size, a.height); ++y)
+    for (int x = x0; x < std::min(x0 + a.tile_size, a.width); ++x) {
+      const int64_t pix = (cam * a.height + y) * a.width + x;
+      T* kw = topk_w + pix * K;
+      int32_t* kid = topk_ids + pix * K;
+      const T px = x + T(0.5), py = y + T(0.5);
+      T tr = 1;
+      for (int32_t i = 0; i < n; ++i) {
+        const TileGaussian<T>& g = s.gs[i];
+        // outside its support box no pixel reaches α ≥ 1/255 (the packing rule)
+        if (x < g.box.x0 || x > g.box.x1 || y < g.box.y0 || y > g.box.y1) continue;
+        const T alpha =
+            pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
+        if (alpha == T(0)) continue;
+        const T next = tr * (T(1) - alpha);
+        if (next < T(kTransmittanceMin)) break;
+        const T w = alpha * tr;
+        tr = next;
+        const int64_t gid = g.id - cam * a.N;
+        s.wsum[gid] += w;
+        if (w > s.wmax[gid]) s.wmax[gid] = w;
+        if (w > tau_s) s.dom[gid] = 1;
+        topk_insert(w, static_cast<int32_t>(gid), K, kw, kid);
+      }
+    }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> weight_stats_cpu(
+    const at::Tensor& means2d, const at::Tensor& conics, const at::Tensor& opacities,
+    const at::Tensor& depths, const at::Tensor& tile_offsets, const at::Tensor& flatten_ids,
+    int64_t width, int64_t height, int64_t tile_size, double tau_s, int64_t top_k) {
+  TORCH_CHECK_VALUE(top_k >= 0 && top_k <= 64, "top_k must be in [0, 64], got ", top_k);
+  TORCH_CHECK_VALUE(std::isfinite(tau_s) && tau_s >= 0 && tau_s < 1,
+                    "tau_s must be in [0, 1), got ", tau_s);
+  check_shape(opacities, "opacities", {-1, -1});
+  // The rasterize checks, with opacities standing in for the (unused) colour channels.
+  const RasterInputs in =
+      check_raster_inputs(means2d, conics, opacities, opacities.unsqueeze(-1), depths,
+                          c10::nullopt, tile_offsets, flatten_ids, width, height, tile_size,
+                          /*mode=*/0, {});
+  check_binning(in);
+  const int64_t C = means2d.size(0), N = means2d.size(1), K = top_k;
+  const auto opts = means2d.options();
+  at::Tensor wsum = at::zeros({N}, opts), wmax = at::zeros({N}, opts);
+  at::Tensor nviews = at::zeros({N}, opts.dtype(at::kInt));
+  at::Tensor topk_ids = at::full({C, height, width, K}, -1, opts.dtype(at::kInt));
+  at::Tensor topk_w = at::zeros({C, height, width, K}, opts);
+  AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "weight_stats_cpu", [&] {
+    using T = scalar_t;
+    const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, 0, {});
+    const int nthreads = at::get_num_threads();
+    std::vector<StatsScratch<T>> scratch(nthreads);
+    for (auto& s : scratch) s.wsum.assign(N, 0.0), s.wmax.assign(N, T(0)), s.dom.assign(N, 0);
+    T* pw = topk_w.data_ptr<T>();
+    int32_t* pid = topk_ids.data_ptr<int32_t>();
+    int32_t* nv = nviews.data_ptr<int32_t>();
+    const int64_t tiles = int64_t(a.TH) * a.TW;
+    for (int64_t cam = 0; cam < C; ++cam) {
+      at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+        StatsScratch<T>& s = scratch[at::get_thread_num()];
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t ct = cam * tiles + t;
+          gather_tile(a, a.tile_start(ct), a.tile_end(ct), s.gs);
+          stats_tile(a, cam, int(t % a.TW), int(t / a.TW), T(tau_s), K, s, pw, pid);
+        }
+      });
+      // a view counts once per Gaussian however many threads saw it dominate
+      for (int64_t g = 0; g < N; ++g) {
+        uint8_t d = 0;
+        for (auto& s : scratch) d |= s.dom[g], s.dom[g] = 0;
+        nv[g] += d;
+      }
+    }
+    T* ps = wsum.data_ptr<T>();
+    T* pm = wmax.data_ptr<T>();
+    for (int64_t g = 0; g < N; ++g) {
+      double sum = 0;
+      T mx = 0;
+      for (auto& s : scratch) sum += s.wsum[g], mx = std::max(mx, s.wmax[g]);
+      ps[g] = static_cast<T>(sum), pm[g] = mx;
+    }
+  });
+  return {wsum, wmax, nviews, topk_ids, topk_w};
+}
+
+}  // namespace
+}  // namespace cpu
+
+TORCH_LIBRARY_IMPL(gsrender, CPU, m) { m.impl("weight_stats", &cpu::weight_stats_cpu); }
+
+}  // namespace gsrender

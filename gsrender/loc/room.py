@@ -1,0 +1,150 @@
+"""The seeded synthetic room of the localization benchmark, built from gsrender.synthetic's
+walls, ground_plane and object_blob, recoloured with a feature-rich texture (SIFT needs blobs and
+corners at several scales, which the checker textures repeat too regularly to match uniquely),
+plus the photometric-3DGS-like degradation of the map and the camera loops."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+
+from gsrender import synthetic as syn
+from gsrender.scene import GaussianModel, rgb_to_sh
+
+
+def rich_texture(points: torch.Tensor, seed: int = 0, frequency: float = 5.0) -> torch.Tensor:
+    """Colourful high-contrast fractal texture at 3-d points [N,3] -> rgb [N,3]: three value-noise
+    channels (4 octaves from `frequency` cycles per unit), contrast-stretched by a sigmoid."""
+    p = points.double()
+    # a fold of 3-d to 2-d that is one-to-one on every axis-aligned plane (walls, floor, boxes)
+    uv = torch.stack([p[:, 0] + 0.71 * p[:, 2] + 0.37 * p[:, 1],
+                      p[:, 1] - 1.29 * p[:, 2] + 0.23 * p[:, 0]], 1)
+    ch = [syn.value_noise(uv, seed=seed * 3 + i, octaves=4, frequency=frequency) for i in range(3)]
+    rgb = torch.stack(ch, 1).double()
+    lum = syn.value_noise(uv + 31.7, seed=seed * 3 + 7, octaves=4, frequency=frequency * 1.7)
+    rgb = torch.sigmoid((rgb - 0.5) * 7.0) * (0.3 + 0.7 * torch.sigmoid((lum[:, None] - 0.5) * 7.0))
+    return rgb.float().clamp(0, 1)
+
+
+def make_room(n_gaussians: int = 120_000, extent: float = 1.6, height: float = 2.2, seed: int = 0,
+              ) -> GaussianModel:
+    """Four walls and a floor of a room [-extent, extent]² × [0, height] with two boxes and two
+    spheres against the walls, all textured with rich_texture; sh degree 0."""
+    gen = torch.Generator().manual_seed(seed)
+    wall_area, floor_area = 4 * 2 * extent * height, (2 * extent) ** 2
+    n_obj = n_gaussians // 10
+    n_surf = n_gaussians - n_obj
+    n_walls = int(n_surf * wall_area / (wall_area + floor_area))
+    parts = [syn.walls(n_walls, extent=extent, height=height,
+                       sides=("back", "front", "left", "right"), generator=gen),
+             syn.ground_plane(n_surf - n_walls, half_size=extent, generator=gen)]
+    e = 0.75 * extent
+    for i, (kind, c, size) in enumerate([("box", (e, e, 0.25), 0.5), ("sphere", (-e, e, 0.3), 0.6),
+                                          ("box", (-e, -e, 0.2), 0.4),
+                                          ("sphere", (e, -e, 0.25), 0.5)]):
+        parts.append(syn.object_blob(kind, c, size, (0.5, 0.5, 0.5), i + 1, n_obj // 4,
+                                     yaw_deg=30.0 * i, generator=gen))
+    room = GaussianModel.cat(parts)
+    rgb = rich_texture(room.means, seed=seed)
+    return replace(room, sh=rgb_to_sh(rgb)[:, None, :])
+
+
+def degrade(model: GaussianModel, *, merge_share: float = 0.4, merge_cell: float = 0.2,
+            floater_share: float = 0.05, jitter: float = 0.003, seed: int = 0) -> GaussianModel:
+    """A map like a photometric 3DGS: merge_share of the surface (whole cells of side merge_cell)
+    merged into one large Gaussian per cell (moment-matched mean and covariance, mean colour,
+    max opacity), low-opacity floaters (floater_share of N) in the room's volume, and Gaussian
+    position jitter of std `jitter`."""
+    gen = torch.Generator().manual_seed(seed)
+    N = model.num_gaussians
+    cells = torch.floor(model.means.double() / merge_cell).long()
+    _, inv = torch.unique(cells, dim=0, return_inverse=True)
+    n_cells = int(inv.max()) + 1
+    merged_cell = torch.rand(n_cells, generator=gen) < merge_share
+    m = merged_cell[inv]  # [N] Gaussians that get merged
+    keep = model.subset(~m)
+    # moment matching per merged cell: mean, covariance (own covariance + spread), colour
+    from gsrender.reference import covariances
+
+    idx = m.nonzero().squeeze(1)
+    cid = torch.unique(inv[idx], return_inverse=True)[1]
+    G = int(cid.max()) + 1 if idx.numel() else 0
+    merged = []
+    if G:
+        mu = model.means[idx].double()
+        cov = covariances(model.quats[idx].double(), model.scales[idx].double())
+        cnt = torch.zeros(G, dtype=torch.float64).index_add_(0, cid, torch.ones_like(cid, dtype=torch.float64))
+        mean = torch.zeros(G, 3, dtype=torch.float64).index_add_(0, cid, mu) / cnt[:, None]
+        d = mu - mean[cid]
+        second = cov + d[:, :, None] * d[:, None, :]
+        C = torch.zeros(G, 3, 3, dtype=torch.float64).index_add_(0, cid, second) / cnt[:, None, None]
+        evals, evecs = torch.linalg.eigh(C + 1e-10 * torch.eye(3, dtype=torch.float64))
+        evecs = evecs * torch.linalg.det(evecs).sign()[:, None, None]  # proper rotations
+        scales = evals.clamp_min(1e-8).sqrt()
+        sh = torch.zeros(G, *model.sh.shape[1:], dtype=model.sh.dtype).index_add_(
+            0, cid, model.sh[idx]) / cnt[:, None, None].to(model.sh.dtype)
+        op = torch.zeros(G).scatter_reduce_(0, cid, model.opacities[idx].float(), reduce="amax",
+                                            include_self=False)
+        merged.append(GaussianModel(means=mean.float(), quats=_rotmat_to_quat(evecs).float(),
+                                    scales=scales.float(), opacities=op, sh=sh,
+                                    object_ids=torch.zeros(G, dtype=torch.int64)))
+    n_f = int(floater_share * N)
+    lo, hi = model.means.min(0).values, model.means.max(0).values
+    floaters = GaussianModel(
+        means=lo + (hi - lo) * torch.rand(n_f, 3, generator=gen),
+        quats=syn.random_quats(n_f, gen), scales=0.01 + 0.04 * torch.rand(n_f, 3, generator=gen),
+        opacities=0.05 + 0.25 * torch.rand(n_f, generator=gen),
+        sh=rgb_to_sh(torch.rand(n_f, 3, generator=gen))[:, None, :],
+        object_ids=torch.zeros(n_f, dtype=torch.int64))
+    out = GaussianModel.cat([keep, *merged, floaters])
+    return replace(out, means=out.means + jitter * torch.randn(out.means.shape, generator=gen))
+
+
+def _rotmat_to_quat(R: torch.Tensor) -> torch.Tensor:
+    """wxyz quaternions [N,4] of proper rotations [N,3,3] (Shepperd's method via the largest of
+    the four squared components)."""
+    tr = R[:, 0, 0] + R[:, 1, 1] + R[:, 2, 2]
+    q2 = torch.stack([1 + tr, 1 + 2 * R[:, 0, 0] - tr, 1 + 2 * R[:, 1, 1] - tr,
+                      1 + 2 * R[:, 2, 2] - tr], 1).clamp_min(0)  # 4·(w², x², y², z²)
+    k = q2.argmax(1)
+    s = torch.sqrt(q2.gather(1, k[:, None]))[:, 0]  # 2·|q_k|
+    w = torch.stack([s * s, R[:, 2, 1] - R[:, 1, 2], R[:, 0, 2] - R[:, 2, 0], R[:, 1, 0] - R[:, 0, 1]], 1)
+    x = torch.stack([R[:, 2, 1] - R[:, 1, 2], s * s, R[:, 0, 1] + R[:, 1, 0], R[:, 0, 2] + R[:, 2, 0]], 1)
+    y = torch.stack([R[:, 0, 2] - R[:, 2, 0], R[:, 0, 1] + R[:, 1, 0], s * s, R[:, 1, 2] + R[:, 2, 1]], 1)
+    z = torch.stack([R[:, 1, 0] - R[:, 0, 1], R[:, 0, 2] + R[:, 2, 0], R[:, 1, 2] + R[:, 2, 1], s * s], 1)
+    q = torch.stack([w, x, y, z], 1)[torch.arange(R.shape[0]), k]  # rows: 4·q_k·q
+    return torch.nn.functional.normalize(q, dim=1)
+
+
+def loop_cameras(n: int, radius: float = 0.6, height: float = 1.3, look_dist: float = 2.0,
+                 yaw_offset_deg: float = 0.0, pitch: float = -0.25, width: int = 640,
+                 height_px: int = 480, fov_deg: float = 70.0):
+    """n cameras on a loop of `radius` around the room's vertical axis at `height`, looking
+    outward (towards the walls) and slightly down. Returns (viewmats [n,4,4], Ks [n,3,3])."""
+    a = torch.deg2rad(yaw_offset_deg + 360.0 * torch.arange(n, dtype=torch.float64) / n)
+    eye = torch.stack([radius * a.cos(), radius * a.sin(), torch.full_like(a, height)], 1)
+    d = torch.stack([a.cos(), a.sin(), torch.full_like(a, pitch)], 1)
+    vms = syn.look_at(eye, eye + look_dist * d)
+    Ks = syn.intrinsics(width, height_px, fov_deg)[None].repeat(n, 1, 1)
+    return vms, Ks
+
+
+def perturb_cameras(viewmats: torch.Tensor, gen: torch.Generator, trans: float = 0.1,
+                    rot_deg: float = 5.0) -> torch.Tensor:
+    """Random rigid perturbations of camera poses (position ±trans, rotation up to rot_deg)."""
+    n = viewmats.shape[0]
+    axis = torch.nn.functional.normalize(torch.randn(n, 3, generator=gen, dtype=torch.float64), dim=1)
+    ang = math.radians(rot_deg) * (2 * torch.rand(n, generator=gen, dtype=torch.float64) - 1)
+    Kx = torch.zeros(n, 3, 3, dtype=torch.float64)
+    Kx[:, 0, 1], Kx[:, 0, 2], Kx[:, 1, 2] = -axis[:, 2], axis[:, 1], -axis[:, 0]
+    Kx = Kx - Kx.transpose(1, 2)
+    dR = torch.linalg.matrix_exp(Kx * ang[:, None, None])
+    out = viewmats.double().clone()
+    R, t = out[:, :3, :3], out[:, :3, 3]
+    centre = -(R.transpose(1, 2) @ t[..., None])[..., 0] + trans * (
+        2 * torch.rand(n, 3, generator=gen, dtype=torch.float64) - 1)
+    Rn = dR @ R
+    out[:, :3, :3] = Rn
+    out[:, :3, 3] = -(Rn @ centre[..., None])[..., 0]
+    return out.float()

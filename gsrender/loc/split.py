@@ -1,0 +1,192 @@
+"""Moment-preserving Mixture-of-Gaussians split (DESIGN §7 SplitGS-Loc (1)).
+
+A Gaussian N(μ, Σ), Σ = R S² Rᵀ, is split along a principal axis u (a column of R) with scale s
+into K children: mean μ + m_k·s·u, scale σ̃_k·s along u (other axes unchanged), mixture weight w_k.
+The library (w, m, σ̃) comes from partitioning the standard normal at the Lloyd–Max thresholds:
+piece k is N(0,1) restricted to [t_k, t_{k+1}), so w_k is its probability, m_k its mean and σ̃_k²
+its variance. The pieces add up to N(0,1) exactly, hence (law of total variance)
+
+    Σ w_k = 1,   Σ w_k m_k = 0,   Σ w_k (σ̃_k² + m_k²) = 1,
+
+and the mixture has the parent's mean and covariance. Splitting several axes one after another
+gives the product mixture; its cross terms vanish because Σ w_k m_k = 0 on every axis.
+
+Child opacity rule (documented choice): a Gaussian of opacity o is the density o·g(x) with
+g unnormalised, i.e. o·(2π)^{3/2}|Σ|^{1/2}·N(x; μ, Σ). Giving child k the share w_k of that
+density means o_k = o·w_k/σ̃_k (|Σ_k|^{1/2} = σ̃_k·|Σ|^{1/2}), so Σ o_k g_k(x) = o·g(x) exactly as
+a density field. Opacities are capped at `max_opacity` (0.99, the renderer's α cap) since o_k
+can exceed the parent's: for K=2, o_k = 0.83·o.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+from functools import cache
+
+import torch
+
+from gsrender.reference import quat_to_rotmat
+from gsrender.scene import GaussianModel
+
+LIBRARY_SIZES = (2, 3, 4)
+# The median screen footprint (px) above which an axis is split; the DESIGN's "~2 px".
+DEFAULT_RHO_MAX = 2.0
+DEFAULT_LEVELS = 2
+MAX_OPACITY = 0.99
+
+
+def _pdf(x: float) -> float:
+    return 0.0 if math.isinf(x) else math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def _cdf(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def _xpdf(x: float) -> float:
+    return 0.0 if math.isinf(x) else x * _pdf(x)
+
+
+def _pieces(thresholds: list[float]) -> tuple[list[float], list[float], list[float]]:
+    """Weights, means and variances of N(0,1) restricted to the intervals cut at thresholds."""
+    edges = [-math.inf, *thresholds, math.inf]
+    w, m, v = [], [], []
+    for a, b in itertools.pairwise(edges):
+        p = _cdf(b) - _cdf(a)
+        mean = (_pdf(a) - _pdf(b)) / p
+        # E[x²] over the piece: 1 + (aφ(a) − bφ(b))/p
+        w.append(p), m.append(mean), v.append(1.0 + (_xpdf(a) - _xpdf(b)) / p - mean * mean)
+    return w, m, v
+
+
+@cache
+def lloyd_max_thresholds(k: int) -> tuple[float, ...]:
+    """The K−1 decision thresholds of the K-level Lloyd–Max quantiser of N(0,1) (Lloyd's
+    iteration in float64: thresholds = midpoints of the levels, levels = the pieces' means)."""
+    thr = [(-1.0 + 2.0 * (i + 1) / k) * 1.5 for i in range(k - 1)]
+    for _ in range(500):
+        _, means, _ = _pieces(thr)
+        new = [0.5 * (means[i] + means[i + 1]) for i in range(k - 1)]
+        if max((abs(a - b) for a, b in zip(new, thr)), default=0.0) < 1e-15:
+            break
+        thr = new
+    return tuple(thr)
+
+
+def mog_library(k: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(w [K], m [K], σ̃ [K]) of the K-piece moment-preserving split (K in 2, 3, 4).
+    K=2 gives m = ±√(2/π), σ̃ = √(1−2/π)."""
+    if isinstance(k, bool) or k not in LIBRARY_SIZES:
+        raise ValueError(f"k must be one of {LIBRARY_SIZES}, got {k!r}")
+    w, m, v = _pieces(list(lloyd_max_thresholds(k)))
+    t = lambda x: torch.tensor(x, dtype=torch.float64).to(dtype)
+    return t(w), t(m), t([math.sqrt(x) for x in v])
+
+
+def split_axis(model: GaussianModel, mask: torch.Tensor, axis: int, k: int = 2,
+               max_opacity: float = MAX_OPACITY) -> tuple[GaussianModel, torch.Tensor]:
+    """Splits the Gaussians where mask [N] is true along their principal axis `axis` (0..2) into k
+    children each; the others are kept as they are. Children follow their parent.
+    Returns (model [N'], parent [N'] int64 index into the input)."""
+    if axis not in (0, 1, 2):
+        raise ValueError(f"axis must be 0, 1 or 2, got {axis!r}")
+    N = model.num_gaussians
+    if mask.shape != (N,) or mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor of shape [{N}], got {mask.dtype} "
+                         f"{list(mask.shape)}")
+    w, m, sig = (t.to(model.means.dtype) for t in mog_library(k))
+    idx = mask.nonzero().squeeze(1)  # [S]
+    S = idx.numel()
+    keep = (~mask).nonzero().squeeze(1)
+    parent = torch.cat([keep, idx.repeat_interleave(k)])  # [N - S + S·k]
+    out = model.subset(parent)
+    if S == 0:
+        return out, parent
+    nk = N - S
+    child = torch.arange(S * k) % k  # [S·k] which piece
+    s = model.scales[idx, axis].repeat_interleave(k)  # [S·k]
+    u = quat_to_rotmat(model.quats[idx])[:, :, axis].repeat_interleave(k, dim=0)  # [S·k, 3]
+    means, scales, opac = out.means.clone(), out.scales.clone(), out.opacities.clone()
+    means[nk:] += (m[child] * s)[:, None] * u
+    scales[nk:, axis] = sig[child] * s
+    opac[nk:] = (opac[nk:] * w[child] / sig[child]).clamp_max(max_opacity)
+    return replace(out, means=means, scales=scales, opacities=opac), parent
+
+
+def mixture_moments(means: torch.Tensor, covs: torch.Tensor, weights: torch.Tensor):
+    """Mean [3] and covariance [3,3] of the mixture Σ weights·N(means, covs) (weights sum to 1)."""
+    mu = (weights[:, None] * means).sum(0)
+    d = means - mu
+    cov = (weights[:, None, None] * (covs + d[:, :, None] * d[:, None, :])).sum(0)
+    return mu, cov
+
+
+def axis_footprints(means, quats, scales, viewmats, Ks, width: int, height: int,
+                    near_plane: float = 0.01) -> torch.Tensor:
+    """Median over views of each principal axis' screen footprint in pixels: the length of the
+    projected 1σ axis vector J·R_view·(s·u), with J the pinhole Jacobian at the mean. Views where
+    the mean is behind the camera or outside the image do not vote; a Gaussian seen by no view
+    gets 0 (never split). means [N,3], quats [N,4], scales [N,3] -> [N,3]."""
+    axes = quat_to_rotmat(quats) * scales[:, None, :]  # [N,3,3]: column i = s_i·u_i
+    fps = []
+    for vm, K in zip(viewmats.to(means.dtype), Ks.to(means.dtype)):  # one view at a time: [N,3,3]
+        R, t = vm[:3, :3], vm[:3, 3]
+        pc = means @ R.T + t  # [N,3]
+        z = pc[:, 2]
+        zs = z.clamp_min(near_plane)
+        fx, fy = K[0, 0], K[1, 1]
+        u, v = fx * pc[:, 0] / zs + K[0, 2], fy * pc[:, 1] / zs + K[1, 2]
+        seen = (z > near_plane) & (u >= 0) & (u < width) & (v >= 0) & (v < height)  # [N]
+        ac = R @ axes  # [N,3,3] axes in camera space
+        zz = zs[:, None]
+        du = fx * (ac[:, 0] / zz - pc[:, 0, None] * ac[:, 2] / zz ** 2)  # [N,3]
+        dv = fy * (ac[:, 1] / zz - pc[:, 1, None] * ac[:, 2] / zz ** 2)
+        fp = torch.sqrt(du * du + dv * dv)
+        fps.append(torch.where(seen[:, None], fp, torch.full_like(fp, float("nan"))))
+    med = torch.nanmedian(torch.stack(fps), dim=0).values  # [N,3]
+    return torch.nan_to_num(med, nan=0.0)
+
+
+def split_gaussians(model: GaussianModel, viewmats, Ks, width: int, height: int, *,
+                    rho_max: float = DEFAULT_RHO_MAX, levels: int = DEFAULT_LEVELS, k: int = 2,
+                    max_gaussians: int | None = None,
+                    max_opacity: float = MAX_OPACITY) -> tuple[GaussianModel, torch.Tensor]:
+    """Footprint-driven recursive split: at each of up to `levels` levels, every axis whose
+    median screen footprint over the views exceeds rho_max px is split into k children (axes
+    one after another, so a Gaussian large on two axes becomes the k×k product). With
+    max_gaussians, a level splits the Gaussians with the largest footprints first and only as
+    many as keep the total within the budget. Stops when nothing is left to split.
+    Returns (split model, parent [N'] index into the input model)."""
+    if not rho_max > 0:
+        raise ValueError(f"rho_max must be > 0, got {rho_max}")
+    if isinstance(levels, bool) or not isinstance(levels, int) or levels < 0:
+        raise ValueError(f"levels must be an int >= 0, got {levels!r}")
+    parent = torch.arange(model.num_gaussians)
+    for _ in range(levels):
+        fp = axis_footprints(model.means, model.quats, model.scales, viewmats, Ks, width, height)
+        big = fp > rho_max  # [N,3]
+        if not big.any():
+            break
+        if max_gaussians is not None:
+            big = _within_budget(big, fp, k, max_gaussians)
+            if not big.any():
+                break
+        for axis in range(3):
+            model, p = split_axis(model, big[:, axis], axis, k, max_opacity)
+            big, parent = big[p], parent[p]
+    return model, parent
+
+
+def _within_budget(big: torch.Tensor, fp: torch.Tensor, k: int, max_gaussians: int) -> torch.Tensor:
+    """Restricts the split mask big [N,3] so the split model has at most max_gaussians
+    Gaussians, keeping the Gaussians with the largest footprints."""
+    extra = k ** big.sum(1) - 1  # [N] Gaussians added by splitting each
+    room = max_gaussians - big.shape[0]
+    if int(extra.sum()) <= room:
+        return big
+    order = torch.argsort(torch.where(big, fp, 0).amax(1), descending=True)
+    fits = torch.cumsum(extra[order], 0) <= room
+    allowed = torch.zeros_like(fits)
+    allowed[order] = fits
+    return big & allowed[:, None]

@@ -1,0 +1,107 @@
+"""SplitGS-Loc MoG split: the libraries' moment conditions, and that split mixtures keep each
+parent's mean and covariance (to 1e-6), with footprint-driven recursion."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gsrender.loc import split as S
+from gsrender.reference import covariances
+from gsrender.scene import GaussianModel
+
+F64 = torch.float64
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_library_moments(k):
+    w, m, s = S.mog_library(k)
+    assert abs(float(w.sum()) - 1) < 1e-12
+    assert abs(float((w * m).sum())) < 1e-12
+    assert abs(float((w * (s * s + m * m)).sum()) - 1) < 1e-12
+    assert (w > 0).all() and (s > 0).all()
+
+
+def test_library_k2_closed_form_and_lloyd_max_thresholds():
+    _, m, s = S.mog_library(2)
+    assert torch.allclose(m.abs(), torch.full((2,), math.sqrt(2 / math.pi), dtype=F64), atol=1e-12)
+    assert torch.allclose(s, torch.full((2,), math.sqrt(1 - 2 / math.pi), dtype=F64), atol=1e-12)
+    # the textbook Lloyd–Max quantisers of N(0,1)
+    assert S.lloyd_max_thresholds(3)[1] == pytest.approx(0.6120, abs=1e-4)
+    assert S.lloyd_max_thresholds(4)[2] == pytest.approx(0.9816, abs=1e-4)
+    with pytest.raises(ValueError, match="k"):
+        S.mog_library(5)
+
+
+def _model(n=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return GaussianModel(
+        means=torch.randn(n, 3, generator=g, dtype=F64), quats=torch.randn(n, 4, generator=g, dtype=F64),
+        scales=0.05 + torch.rand(n, 3, generator=g, dtype=F64),
+        opacities=0.2 + 0.6 * torch.rand(n, generator=g, dtype=F64), sh=torch.zeros(n, 1, 3, dtype=F64))
+
+
+def _check_moments(parent_model, child_model, parent):
+    """Each parent's children, as a mixture with weights ∝ opacity·|Σ|^{1/2} (the density rule),
+    reproduce the parent's mean and covariance."""
+    covs = covariances(child_model.quats, child_model.scales)
+    vol = child_model.opacities * child_model.scales.prod(1)  # ∝ each child's density mass
+    pcov = covariances(parent_model.quats, parent_model.scales)
+    for i in range(parent_model.num_gaussians):
+        sel = parent == i
+        w = vol[sel] / vol[sel].sum()
+        mu, cov = S.mixture_moments(child_model.means[sel], covs[sel], w)
+        assert torch.allclose(mu, parent_model.means[i], atol=1e-6)
+        assert torch.allclose(cov, pcov[i], atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_split_one_axis_keeps_moments(k):
+    model = _model()
+    mask = torch.tensor([True, False, True, True, False, True])
+    out, parent = S.split_axis(model, mask, axis=1, k=k, max_opacity=1e9)
+    assert out.num_gaussians == 2 + 4 * k
+    _check_moments(model, out, parent)
+    # unsplit Gaussians are untouched
+    assert torch.equal(out.means[:2], model.means[[1, 4]])
+
+
+def test_product_over_axes_keeps_moments():
+    model = _model()
+    out, parent = model, torch.arange(6)
+    for axis, k in ((0, 2), (1, 3), (2, 4)):
+        out, p = S.split_axis(out, torch.ones(out.num_gaussians, dtype=torch.bool), axis, k,
+                              max_opacity=1e9)
+        parent = parent[p]
+    assert out.num_gaussians == 6 * 24
+    _check_moments(model, out, parent)
+
+
+def test_density_opacity_rule_and_cap():
+    model = _model()
+    out, parent = S.split_axis(model, torch.ones(6, dtype=torch.bool), 0, 2)
+    w, _, s = S.mog_library(2)
+    want = (model.opacities[parent] * float(w[0] / s[0])).clamp_max(S.MAX_OPACITY)
+    assert torch.allclose(out.opacities, want)
+
+
+def test_footprint_driven_recursive_split():
+    from gsrender.synthetic import intrinsics, look_at
+    # one big Gaussian (long along x) and one tiny one, 4 m in front of a 64×48 camera
+    model = GaussianModel(
+        means=torch.tensor([[0.0, 0.0, 0.0], [0.3, 0.1, 0.0]], dtype=F64),
+        quats=torch.tensor([[1.0, 0, 0, 0], [1.0, 0, 0, 0]], dtype=F64),
+        scales=torch.tensor([[0.5, 0.02, 0.002], [0.003, 0.003, 0.003]], dtype=F64),
+        opacities=torch.tensor([0.9, 0.9], dtype=F64), sh=torch.zeros(2, 1, 3, dtype=F64))
+    vm = look_at([0.0, -4.0, 0.0], [0.0, 0.0, 0.0])[None].double()
+    K = intrinsics(64, 48, 60.0)[None].double()
+    fp = S.axis_footprints(model.means, model.quats, model.scales, vm, K, 64, 48)
+    assert fp[0, 0] > 2 and fp[0, 2] < 2 and (fp[1] < 2).all()
+    out, parent = S.split_gaussians(model, vm, K, 64, 48, rho_max=2.0, levels=3)
+    assert (parent == 1).sum() == 1  # the tiny one is never split
+    assert (parent == 0).sum() >= 4  # split on x at least twice
+    fp2 = S.axis_footprints(out.means, out.quats, out.scales, vm, K, 64, 48)
+    assert fp2[parent == 0, 0].max() < fp[0, 0] / 2
+    _check_moments(model, GaussianModel(out.means, out.quats, out.scales,
+                                        out.opacities / out.opacities.max(), out.sh), parent)
