@@ -8,6 +8,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "gsrender/weight_stats.h"
 #include "raster_tile.h"
 
 namespace gsrender {
@@ -21,19 +22,6 @@ struct StatsScratch {
   std::vector<T> wmax;         // [N]
   std::vector<uint8_t> dom;    // [N] dominates some pixel in the current view
 };
-
-// Keeps the K largest (weight, id) pairs of one pixel, sorted by weight (descending; ties keep
-// the earlier, i.e. nearer, Gaussian first).
-template <typename T>
-void topk_insert(T w, int32_t id, int64_t K, T* ws, int32_t* ids) {
-  if (K == 0 || !(w > ws[K - 1])) return;
-  int64_t i = K - 1;
-  while (i > 0 && w > ws[i - 1]) {
-    ws[i] = ws[i - 1], ids[i] = ids[i - 1];
-    --i;
-  }
-  ws[i] = w, ids[i] = id;
-}
 
 template <typename T>
 void stats_tile(const RasterArgs<T>& a, int64_t cam, int tx, int ty, T tau_s, int64_t K,
@@ -71,15 +59,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> weight_st
     const at::Tensor& means2d, const at::Tensor& conics, const at::Tensor& opacities,
     const at::Tensor& depths, const at::Tensor& tile_offsets, const at::Tensor& flatten_ids,
     int64_t width, int64_t height, int64_t tile_size, double tau_s, int64_t top_k) {
-  TORCH_CHECK_VALUE(top_k >= 0 && top_k <= 64, "top_k must be in [0, 64], got ", top_k);
-  TORCH_CHECK_VALUE(std::isfinite(tau_s) && tau_s >= 0 && tau_s < 1,
-                    "tau_s must be in [0, 1), got ", tau_s);
-  check_shape(opacities, "opacities", {-1, -1});
-  // The rasterize checks, with opacities standing in for the (unused) colour channels.
-  const RasterInputs in =
-      check_raster_inputs(means2d, conics, opacities, opacities.unsqueeze(-1), depths,
-                          c10::nullopt, tile_offsets, flatten_ids, width, height, tile_size,
-                          /*mode=*/0, {});
+  const RasterInputs in = check_weight_stats_inputs(means2d, conics, opacities, depths,
+                                                    tile_offsets, flatten_ids, width, height,
+                                                    tile_size, tau_s, top_k);
   check_binning(in);
   const int64_t C = means2d.size(0), N = means2d.size(1), K = top_k;
   const auto opts = means2d.options();
