@@ -57,12 +57,13 @@ TORCH_LIBRARY(gsrender, m) {
       "int height, int tile_size, int mode, float[] weight_params, int impl) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   // -> v_means2d [C,N,2], v_conics [C,N,3], v_opacities [C,N], v_colors [C,N,CH],
-  //    v_depths [C,N] (weighted mode only; zeros when sorted), v_backgrounds [C,CH]
+  //    v_depths [C,N] (weighted mode only; zeros when sorted), v_backgrounds [C,CH]; impl as
+  //    rasterize_fwd's (the forward's impl: CUDA runs the Tensor Core backward for f16/bf16)
   m.def(
       "rasterize_bwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
       "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "
       "int height, int tile_size, int mode, float[] weight_params, Tensor render, Tensor alphas, "
-      "Tensor last_ids, Tensor aux, Tensor v_render, Tensor v_alphas) "
+      "Tensor last_ids, Tensor aux, Tensor v_render, Tensor v_alphas, int impl=0) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
 
   // SplitGS-Loc composition-weight statistics (sorted-mode weights w = α·T, DESIGN §7), over the

@@ -106,6 +106,34 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* 
 #endif
 }
 
+// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: four 8×8 b16 matrices. Lane l passes the
+// 16-byte-aligned address of row l&7 of matrix l>>3. Without .trans lane receives
+// r[m] = { M_m[g][2t], M_m[g][2t+1] }; with .trans r[m] = { M_m[2t][g], M_m[2t+1][g] }.
+// With M_0..M_3 = the (rows 0–7, cols 0–7), (8–15, 0–7), (0–7, 8–15), (8–15, 8–15) blocks of a
+// row-major 16×16 tile X, the plain load is the m16n8k16 A fragment of X and the .trans load the
+// A fragment of Xᵀ (when M_1 and M_2 swap roles: see the callers' address maps).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row_ptr) {
+#if GSR_PTX_SM80
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(row_ptr)));
+#else
+  (void)r, (void)row_ptr;
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row_ptr) {
+#if GSR_PTX_SM80
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(row_ptr)));
+#else
+  (void)r, (void)row_ptr;
+  __trap();
+#endif
+}
+
 // cp.async.cg.shared.global: asynchronous 16-byte global → shared copy, bypassing L1 (features are
 // read once per tile). src_bytes < 16 zero-fills the rest (0: a masked channel tail / padding
 // Gaussian without touching global memory). Both addresses 16-byte aligned.

@@ -1,4 +1,5 @@
-// CUDA backward rasterizer, the scalar kernel (3DGS/gsplat style): one block per tile, one
+// CUDA backward rasterizer, the scalar kernel (3DGS/gsplat style; the f16/bf16 impls take the
+// Tensor Core backward of rasterize_mma_bwd.cu where it applies): one block per tile, one
 // thread per pixel, the tile's list walked back to front from the block's largest last_ids in
 // shared-memory batches. The gradient formulas are those of csrc/cpu/rasterize_bwd.cpp:
 //   sorted:   dα_k = T_k·dW_k − S_k/(1 − α_k), S carried back to front, seeded with
@@ -18,6 +19,7 @@
 #include <tuple>
 
 #include "raster_common.cuh"
+#include "rasterize_mma.cuh"
 
 namespace gsrender {
 namespace gpu {
@@ -142,11 +144,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
     const Tensor& depths, const c10::optional<Tensor>& backgrounds, const Tensor& tile_offsets,
     const Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size, int64_t mode,
     at::ArrayRef<double> weight_params, const Tensor& render, const Tensor& alphas,
-    const Tensor& last_ids, const Tensor& aux, const Tensor& v_render, const Tensor& v_alphas) {
+    const Tensor& last_ids, const Tensor& aux, const Tensor& v_render, const Tensor& v_alphas,
+    int64_t impl) {
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
   check_raster_grads(in, width, height, render, alphas, last_ids, aux, v_render, v_alphas);
+  check_raster_impl(impl);
   check_cuda_tile_size(tile_size);
   const c10::cuda::CUDAGuard guard(means2d.device());
   validate_binning_cuda(in, &last_ids, width, height, tile_size);
@@ -157,6 +161,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
     return bufs.grads();
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_bwd: ", n_tiles, " tiles exceed the grid");
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (mma_backward_applies(means2d, tile_size, impl)) {
+    launch_rasterize_mma_bwd(make_raster_args<float>(in, width, height, tile_size, mode,
+                                                     weight_params),
+                             in.colors, bufs, impl, n_tiles, stream);
+    return bufs.grads();
+  }
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_bwd_cuda", [&] {
     using T = scalar_t;
     const RasterArgs<T> p = make_raster_args<T>(in, width, height, tile_size, mode,

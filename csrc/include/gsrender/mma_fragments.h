@@ -123,6 +123,33 @@ GSR_HOST_DEVICE void quad_exclusive_product(const V& p, const I& t, Q& q, V& exc
   total = q.idx(incl, 3);
 }
 
+// Exclusive sum scan along the 4 lanes of a quad (the backward's running Σ w·dW along a row).
+template <class V, class I, class Q>
+GSR_HOST_DEVICE void quad_exclusive_sum(const V& x, const I& t, Q& q, V& excl, V& total) {
+  V incl = x;
+  V up = q.up(incl, 1);
+  incl = sel(t >= 1, incl + up, incl);
+  up = q.up(incl, 2);
+  incl = sel(t >= 2, incl + up, incl);
+  excl = sel(t >= 1, q.up(incl, 1), V(0.0f));
+  total = q.idx(incl, 3);
+}
+
+// Per-column prefix of x along one pixel row of a batch (columns 0–7 over the quad's low pairs,
+// then 8–15): before[j] = Σ of x over the row's columns in front of the lane's column j, and the
+// row total (every lane of the quad gets the same total).
+template <class V, class I, class Q>
+GSR_HOST_DEVICE void row_prefix_sum(const V (&x)[4], const I& t, Q& q, V (&before)[4], V& total) {
+  V excl_lo, tot_lo, excl_hi, tot_hi;
+  quad_exclusive_sum(x[0] + x[1], t, q, excl_lo, tot_lo);
+  quad_exclusive_sum(x[2] + x[3], t, q, excl_hi, tot_hi);
+  before[0] = excl_lo;
+  before[1] = excl_lo + x[0];
+  before[2] = tot_lo + excl_hi;
+  before[3] = before[2] + x[2];
+  total = tot_lo + tot_hi;
+}
+
 // One pixel row of one m16 block for one batch of 16 Gaussians (DESIGN §4, sorted mode):
 //   in:  alpha[j] of the lane's 4 columns, pos1[j] = list position + 1 of column j (0 = padding),
 //        trans = T before the batch, done = the pixel stopped earlier (or is outside the image)

@@ -1,0 +1,367 @@
+// Tensor Core backward rasterizer (DESIGN §4 backward, §5): float32 inputs, 16×16 tiles, sm_80+,
+// f16 or bf16 operands with f32 accumulation. The tiles, warps, packing and the W recompute are
+// the forward kernel's (rasterize_mma_fwd.cu): one block per tile, one 8×4 sub-tile per warp, the
+// list walked front to back in chunks of 256, packed per warp into groups of 16, W rebuilt in
+// registers by the same quad scan (so the stop is exactly the forward's). Per group:
+//   dW = G·Fᵀ  (pixels × Gaussians, k over channels)      A = G from shared (ldmatrix),
+//                                                          B = F rows (ldmatrix)
+//   dF = Wᵀ·G  (Gaussians × channels, k over pixels)     A = Wᵀ (W staged in shared, ldmatrix
+//                                                          .trans), B = G (ldmatrix .trans)
+// one channel batch of 16 at a time (G and F rows fetched with cp.async), dF added to v_colors
+// with one atomic per (Gaussian, channel) and warp. Then per pair, elementwise:
+//   sorted:   dα_k = T_k·dW_k − S_k/(1 − α_k), with S_k = Σ_{j>k} w_j·dW_j + T_final·(G·bg − v_α)
+//             computed front to back as S_total − Σ_{j≤k} w_j·dW_j, S_total = G·OUT − T_final·v_α
+//             (G·OUT over every channel, background included, is known from the forward output),
+//             the in-row prefix by a quad scan (mma::row_prefix_sum);
+//   weighted: g = G/(Σw + w_bg), dα_k = (g·f_k − g·OUT)·φ_k + v_α·T_final/(1 − α_k),
+//             v_depth_k = (g·f_k − g·OUT)·α_k·φ'(z_k);
+// and AlphaGrad (gsrender/alpha.h) to the 2D parameters, reduced over the 8 lanes that share a
+// column before one atomic per (Gaussian, parameter) and warp. v_backgrounds is a plain reduction
+// over pixels, done by the launcher with ATen.
+// Operand scaling (no host sync): Ĝ = G / s_G per channel (s_G = max |G| of the channel), so fp16
+// keeps the small loss gradients out of its subnormal range; dF is rescaled by s_G per channel.
+// dW needs Σ_c G_c F_c, so F is stored as F·s_G / s_F with one global s_F = max |F·s_G|, and dW
+// is rescaled by s_F.
+#include <ATen/ATen.h>
+
+#include <tuple>
+
+#include "gsrender/mma_fragments.h"
+#include "ptx.cuh"
+#include "rasterize_mma.cuh"
+
+namespace gsrender {
+namespace gpu {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kCB = 16;             // channels per batch: one k16 step of dW, two n8 tiles of dF
+constexpr int kStride = kCB + 8;    // halves per shared row: 48 bytes, conflict-free ldmatrix
+constexpr int kSubPixels = 32;      // a warp's sub-tile: two m16 blocks
+
+struct WarpBuffers {
+  alignas(16) uint16_t g[kSubPixels][kStride];  // Ĝ of the batch, row 16b + r = (block b, row r)
+  alignas(16) uint16_t f[mma::kK][kStride];     // F̃ rows of the group's Gaussians
+  alignas(16) uint16_t w[kSubPixels][kStride];  // W of the group (cols 0–15), for Wᵀ
+};
+
+struct BwdShared {
+  Stage<float> s;
+  PixelBox box[kThreads];
+  uint8_t packed[kWarps][kThreads];
+  WarpBuffers buf[kWarps];
+};
+
+struct BwdArgs {
+  const uint16_t* g;      // [C·H·W, CHp] Ĝ (weighted: already divided by Σw + w_bg)
+  const uint16_t* f;      // [C·N, CHp] F̃
+  const float* g_scale;   // [CH] s_G
+  const float* f_scale;   // [1] s_F
+  const float* gout;      // [C·H·W] G·OUT (weighted: g·OUT)
+  int64_t CHp;
+};
+
+template <bool kBf16>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                         const uint32_t (&b)[2]) {
+  if constexpr (kBf16)
+    ptx::mma_m16n8k16_bf16(d, a, b, d);
+  else
+    ptx::mma_m16n8k16_f16(d, a, b, d);
+}
+
+__device__ __forceinline__ bool lane_inside(const RasterArgs<float>& p, int ox, int oy, int lane,
+                                            int b, int h) {
+  return ox + mma::lane_px(lane) < p.width && oy + mma::lane_py(b, h) < p.height;
+}
+
+template <bool kBf16, bool kSorted>
+__global__ void __launch_bounds__(kThreads, 1)
+    rasterize_mma_bwd_kernel(const RasterArgs<float> p, const RasterBwdIO<float> io,
+                             const BwdArgs ba) {
+  __shared__ BwdShared sh;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = mma::lane_quad(lane);
+  const int gq = mma::lane_group(lane);
+  const TileRun run = tile_run(p, blockIdx.x);
+  const int ox = run.tx * 16 + mma::kSubW * (warp & 1), oy = run.ty * 16 + mma::kSubH * (warp >> 1);
+  const mma::DeviceQuad quad;
+  WarpBuffers& wb = sh.buf[warp];
+  uint8_t* packed = sh.packed[warp];
+  const float s_f = *ba.f_scale;
+
+  // The lane's 4 pixels (block b, row half h): forward state, then the gradient terms.
+  bool done[2][2];
+  float trans[2][2], run_s[2][2], t_final[2][2], v_ao[2][2], gnet[2][2];
+  int last[2][2];
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const bool in = lane_inside(p, ox, oy, lane, b, h);
+      const int64_t pix =
+          in ? (run.cam * p.height + oy + mma::lane_py(b, h)) * p.width + ox + mma::lane_px(lane)
+             : 0;
+      done[b][h] = !in;
+      trans[b][h] = 1.0f, last[b][h] = run.start;
+      v_ao[b][h] = in ? io.v_alphas[pix] : 0.0f;
+      if constexpr (kSorted) {
+        t_final[b][h] = in ? io.aux[pix] : 0.0f;
+        run_s[b][h] = in ? ba.gout[pix] - t_final[b][h] * v_ao[b][h] : 0.0f;  // S_total
+        gnet[b][h] = 0.0f;
+      } else {
+        t_final[b][h] = in ? 1.0f - io.alphas[pix] : 0.0f;
+        gnet[b][h] = in ? ba.gout[pix] : 0.0f;
+        run_s[b][h] = 0.0f;
+      }
+    }
+
+  for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kThreads) {
+    const bool warp_done = __all_sync(kFull, done[0][0] && done[0][1] && done[1][0] && done[1][1]);
+    if (__syncthreads_count(lane == 0 && warp_done) == kWarps) break;
+    const int32_t i = chunk0 + static_cast<int32_t>(threadIdx.x);
+    if (i < run.end) {
+      stage_gaussian(sh.s, threadIdx.x, p, p.flatten_ids[i]);
+      sh.box[threadIdx.x] = support_pixel_box<float>(sh.s.mx[threadIdx.x], sh.s.my[threadIdx.x],
+                                                     sh.s.a[threadIdx.x], sh.s.b[threadIdx.x],
+                                                     sh.s.c[threadIdx.x], sh.s.opacity[threadIdx.x]);
+    }
+    __syncthreads();
+    const int n = min(kThreads, run.end - chunk0);
+    if (warp_done) continue;
+
+    int count = 0;  // packing, as in the forward
+    for (int base = 0; base < n; base += 32) {
+      const int j = base + lane;
+      const bool hit = j < n && sh.box[j].meets(ox, oy, ox + mma::kSubW - 1, oy + mma::kSubH - 1);
+      const unsigned m = __ballot_sync(kFull, hit);
+      if (hit) packed[count + __popc(m & ((1u << lane) - 1u))] = static_cast<uint8_t>(j);
+      count += __popc(m);
+    }
+    __syncwarp();
+
+    for (int g0 = 0; g0 < count; g0 += mma::kK) {
+      if (__all_sync(kFull, done[0][0] && done[0][1] && done[1][0] && done[1][1])) break;
+      // ---- W of the group (forward recompute), staged as f16/bf16 rows for Wᵀ
+      mma::LaneGaussians<float> lg;
+      int pos1[4];
+      float phi[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int k = g0 + mma::lane_col(lane, j);
+        const bool ok = k < count;
+        const int e = ok ? packed[k] : 0;
+        lg.mx[j] = sh.s.mx[e], lg.my[j] = sh.s.my[e];
+        lg.a[j] = sh.s.a[e], lg.b[j] = sh.s.b[e], lg.c[j] = sh.s.c[e];
+        lg.opacity[j] = ok ? sh.s.opacity[e] : 0.0f;
+        phi[j] = sh.s.phi[e];
+        pos1[j] = ok ? chunk0 + e + 1 : 0;
+      }
+      float alpha[2][2][4], w[2][2][4];
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        mma::lane_alpha<float>(lane, b, ox, oy, lg, alpha[b]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if constexpr (kSorted) {
+            mma::row_weights(alpha[b][h], pos1, t, quad, trans[b][h], done[b][h], last[b][h],
+                             w[b][h]);
+          } else {
+            float tr = 1.0f, ws = 0.0f;  // the forward's reductions are not needed here
+#pragma unroll
+            for (int j = 0; j < 4; ++j) alpha[b][h][j] = done[b][h] ? 0.0f : alpha[b][h][j];
+            mma::row_weights_weighted(alpha[b][h], phi, quad, tr, ws, w[b][h]);
+          }
+          // W rows (pixel 16b + g + 8h), columns 2t, 2t+1 | 2t+8, 2t+9, as f16x2 / bf16x2 pairs
+          uint32_t* row = reinterpret_cast<uint32_t*>(wb.w[16 * b + gq + 8 * h]);
+          const float (&wr)[4] = w[b][h];
+          row[t] = kBf16 ? mma::pack_bf162(wr[0], wr[1]) : mma::pack_half2(wr[0], wr[1]);
+          row[4 + t] = kBf16 ? mma::pack_bf162(wr[2], wr[3]) : mma::pack_half2(wr[2], wr[3]);
+        }
+      }
+
+      // ---- channel batches: dW (registers) and dF (atomics into v_colors)
+      float dw[2][2][4];  // [block][Gaussian n8 tile][C element]
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dw[b][nt][e] = 0.0f;
+      for (int64_t c0 = 0; c0 < ba.CHp; c0 += kCB) {
+        __syncwarp();  // the previous batch's (and the W staging's) readers are done
+#pragma unroll
+        for (int q = lane; q < 2 * kSubPixels; q += 32) {  // Ĝ rows of the sub-tile's pixels
+          const int r = q >> 1, seg = q & 1, b = r >> 4, rr = r & 15;
+          const int x = ox + mma::subtile_px(b, rr), y = oy + mma::subtile_py(b, rr);
+          const int64_t ch = c0 + 8 * seg;
+          const bool ok = x < p.width && y < p.height && ch < ba.CHp;
+          const int64_t pix = (run.cam * p.height + y) * p.width + x;
+          ptx::cp_async_cg16(&wb.g[r][8 * seg], ok ? ba.g + pix * ba.CHp + ch : ba.g, ok ? 16 : 0);
+        }
+        {  // F̃ rows of the group (lane: row lane>>1, segment lane&1)
+          const int r = lane >> 1, seg = lane & 1;
+          const int64_t ch = c0 + 8 * seg;
+          const bool ok = g0 + r < count && ch < ba.CHp;
+          const uint16_t* src =
+              ok ? ba.f + int64_t(sh.s.id[packed[g0 + r]]) * ba.CHp + ch : ba.f;
+          ptx::cp_async_cg16(&wb.f[r][8 * seg], src, ok ? 16 : 0);
+        }
+        ptx::cp_async_commit();
+        ptx::cp_async_wait_group<0>();
+        __syncwarp();
+        const int m = lane >> 3, i = lane & 7;
+        uint32_t bf[4];  // F̃ as B: n8 tile 0 = {bf[0], bf[1]}, tile 1 = {bf[2], bf[3]}
+        ptx::ldmatrix_x4(bf, &wb.f[i + 8 * (m >> 1)][8 * (m & 1)]);
+        const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          uint32_t ga[4];  // Ĝ of block b as A (rows = pixels, k = channels)
+          ptx::ldmatrix_x4(ga, &wb.g[16 * b + i + 8 * (m & 1)][8 * (m >> 1)]);
+          mma16816<kBf16>(dw[b][0], ga, b0);
+          mma16816<kBf16>(dw[b][1], ga, b1);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {  // dF for channels c0 + 8nt .. + 7
+          float df[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            uint32_t wa[4], gb[2];  // Wᵀ of block b as A, Ĝ of block b as B
+            ptx::ldmatrix_x4_trans(wa, &wb.w[16 * b + i + 8 * (m >> 1)][8 * (m & 1)]);
+            ptx::ldmatrix_x2_trans(gb, &wb.g[16 * b + mma::ldmatrix_x2_row(lane)][8 * nt]);
+            mma16816<kBf16>(df, wa, gb);
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {  // C element e: Gaussian row gq + 8(e>>1), channel 2t+(e&1)
+            const int k = g0 + gq + 8 * (e >> 1);
+            const int64_t ch = c0 + 8 * nt + 2 * t + (e & 1);
+            if (k < count && ch < p.CH && df[e] != 0.0f)
+              atomicAdd(io.v_colors + int64_t(sh.s.id[packed[k]]) * p.CH + ch,
+                        df[e] * ba.g_scale[ch]);
+          }
+        }
+      }
+
+      // ---- per pair: dα → the Gaussian's 2D parameters
+      AlphaGrad<float> ag[4];
+      float v_dep[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float dwp[4];  // dW of the lane's columns: C elements 2h + (j&1) of n8 tile j>>1
+#pragma unroll
+          for (int j = 0; j < 4; ++j) dwp[j] = dw[b][j >> 1][2 * h + (j & 1)] * s_f;
+          float before[4] = {0.0f, 0.0f, 0.0f, 0.0f}, x[4], total = 0.0f;
+          if constexpr (kSorted) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) x[j] = w[b][h][j] * dwp[j];
+            mma::row_prefix_sum(x, t, quad, before, total);
+          }
+          const float pcx = ox + mma::lane_px(lane) + 0.5f, pcy = oy + mma::lane_py(b, h) + 0.5f;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float al = alpha[b][h][j];
+            if (!(w[b][h][j] > 0.0f)) continue;
+            const float om = 1.0f - al;
+            float v_al;
+            if constexpr (kSorted) {
+              const float s_after = run_s[b][h] - before[j] - x[j];
+              v_al = (w[b][h][j] / al) * dwp[j] - s_after / om;
+            } else {
+              const float net = dwp[j] - gnet[b][h];
+              v_al = net * phi[j] + v_ao[b][h] * t_final[b][h] / om;
+              const int e = packed[g0 + mma::lane_col(lane, j)];
+              v_dep[j] += net * al * depth_weight_dz<float>(p.depths[sh.s.id[e]], phi[j],
+                                                             p.sigma_w, p.beta);
+            }
+            ag[j].add(v_al, al, lg.opacity[j], lg.a[j], lg.b[j], lg.c[j], lg.mx[j] - pcx,
+                      lg.my[j] - pcy);
+          }
+          if constexpr (kSorted) run_s[b][h] -= total;
+        }
+      // reduce each column over the 8 lanes that own it (same t), then one atomic per parameter
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float v[7] = {ag[j].v_mean_x, ag[j].v_mean_y, ag[j].v_a,      ag[j].v_b,
+                      ag[j].v_c,      ag[j].v_opacity, v_dep[j]};
+#pragma unroll
+        for (int q = 0; q < 7; ++q)
+#pragma unroll
+          for (int off = 4; off < 32; off <<= 1) v[q] += __shfl_xor_sync(kFull, v[q], off);
+        const int k = g0 + mma::lane_col(lane, j);
+        if (gq == 0 && k < count) {
+          const int64_t id = sh.s.id[packed[k]];
+          float* dst[7] = {io.v_means2d + 2 * id, io.v_means2d + 2 * id + 1, io.v_conics + 3 * id,
+                           io.v_conics + 3 * id + 1, io.v_conics + 3 * id + 2,
+                           io.v_opacities + id, io.v_depths + id};
+#pragma unroll
+          for (int q = 0; q < (kSorted ? 6 : 7); ++q)
+            if (v[q] != 0.0f) atomicAdd(dst[q], v[q]);
+        }
+      }
+    }
+  }
+}
+
+// x [rows, CH] → ([rows, CHp] in the operand type, rows padded with zeros to 16 bytes).
+at::Tensor operand_rows(const at::Tensor& x, int64_t CHp, at::ScalarType dt) {
+  at::Tensor out = at::zeros({x.size(0), CHp}, x.options().dtype(dt));
+  out.narrow(1, 0, x.size(1)).copy_(x);
+  return out;
+}
+
+template <bool kBf16>
+void launch(const RasterArgs<float>& p, const RasterBwdIO<float>& io, const BwdArgs& ba,
+            int64_t n_tiles, cudaStream_t stream) {
+  if (p.sorted)
+    rasterize_mma_bwd_kernel<kBf16, true><<<static_cast<unsigned>(n_tiles), kThreads, 0, stream>>>(
+        p, io, ba);
+  else
+    rasterize_mma_bwd_kernel<kBf16, false><<<static_cast<unsigned>(n_tiles), kThreads, 0, stream>>>(
+        p, io, ba);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+bool mma_backward_applies(const at::Tensor& means2d, int64_t tile_size, int64_t impl) {
+  return (impl == kImplMatrixF16 || impl == kImplMatrixBF16) &&
+         mma_rasterizer_applies(means2d, tile_size, impl);
+}
+
+void launch_rasterize_mma_bwd(const RasterArgs<float>& p, const at::Tensor& colors,
+                              const RasterBwdTensors& bufs, int64_t impl, int64_t n_tiles,
+                              cudaStream_t stream) {
+  const int64_t C = bufs.render.size(0), H = bufs.render.size(1), W = bufs.render.size(2);
+  const int64_t CH = p.CH, CHp = (CH + 7) / 8 * 8;
+  const at::ScalarType dt = impl == kImplMatrixBF16 ? at::kBFloat16 : at::kHalf;
+  // G as the kernel uses it: v_render, divided by Σw + w_bg in weighted mode
+  at::Tensor g = bufs.v_render.reshape({C * H * W, CH});
+  if (!p.sorted) g = g / bufs.aux.reshape({C * H * W, 1});
+  const at::Tensor gout = (g * bufs.render.reshape({C * H * W, CH})).sum(1).contiguous();
+  at::Tensor g_scale = g.abs().amax(0);
+  g_scale = at::where(g_scale > 0, g_scale, at::ones_like(g_scale)).contiguous();  // [CH]
+  const at::Tensor f = colors.reshape({p.C * p.N, CH}) * g_scale;
+  at::Tensor f_scale = f.numel() > 0 ? f.abs().amax().reshape({1}) : at::ones({1}, f.options());
+  f_scale = at::where(f_scale > 0, f_scale, at::ones_like(f_scale)).contiguous();
+  const at::Tensor gq = operand_rows(g / g_scale, CHp, dt);
+  const at::Tensor fq = operand_rows(f / f_scale, CHp, dt);
+  const BwdArgs ba{reinterpret_cast<const uint16_t*>(gq.data_ptr()),
+                   reinterpret_cast<const uint16_t*>(fq.data_ptr()), g_scale.data_ptr<float>(),
+                   f_scale.data_ptr<float>(), gout.data_ptr<float>(), CHp};
+  const RasterBwdIO<float> io = bufs.io<float>();
+  if (impl == kImplMatrixBF16)
+    launch<true>(p, io, ba, n_tiles, stream);
+  else
+    launch<false>(p, io, ba, n_tiles, stream);
+  // v_backgrounds: sorted T_final·v_render, weighted w_bg·g, summed over each camera's pixels
+  if (p.backgrounds) {
+    const at::Tensor k = p.sorted ? bufs.aux : at::full_like(bufs.aux, p.w_bg) / bufs.aux;
+    bufs.v_backgrounds.copy_((bufs.v_render * k.unsqueeze(-1)).sum({1, 2}));
+  }
+}
+
+}  // namespace gpu
+}  // namespace gsrender
