@@ -484,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     # parsed by benchmarks/fps.py (see main); listed here for --help
     sub.add_parser("bench", help="FPS profiling harness (benchmarks/fps.py; `gsrender bench --help`)",
                    add_help=False)
+    from gsrender.voda.cli import add_parser as add_voda_parser  # VODA (gsrender/voda/cli.py)
+    add_voda_parser(sub)
     return p
 
 
