@@ -151,3 +151,29 @@ def test_cli_voda(tmp_path, capsys):
     rep = json.loads((tmp_path / "metrics.json").read_text())
     assert {"nrde", "rde", "collateral", "gaussian_iou", "recall_q1"} <= set(rep["metrics"])
     assert any((tmp_path / "removed").glob("*.png"))
+
+
+def test_benchmark_json_layout(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "voda_removal3d.py"
+    spec = importlib.util.spec_from_file_location("voda_removal3d", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    n = torch.get_num_threads()
+    try:
+        rc = mod.main(["--splits", "isolated", "--seeds", "1", "--iters", "2", "--objects", "1",
+                       "--width", "32", "--height", "24", "--rings", "1", "--per-ring", "2",
+                       "--per-object", "60", "--refit-iters", "1", "--json",
+                       str(tmp_path / "r.json")])
+    finally:
+        torch.set_num_threads(n)
+    assert rc == 0
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert set(res) == {"identity", "distill"}
+    keys = {"rde", "nrde", "collateral", "gaussian_iou", "recall_q1", "miou", "iter_ms"}
+    for b in res.values():
+        assert set(b) == {"baseline", "voda"}
+        for m in b.values():
+            assert keys <= set(m) and set(m["splits"]) == {"isolated"}

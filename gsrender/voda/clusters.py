@@ -75,13 +75,15 @@ def cluster_stats(c: Contributors) -> dict:
 def cluster_features(c: Contributors, features: torch.Tensor, eps: float = 1e-12):
     """F_c = Σ_{i∈c} wᵢfᵢ / Σ_{i∈c} wᵢ for every cluster: features [N,D] (differentiable)
     -> (F [C,P,Kc,D], wsum [C,P,Kc])."""
-    C, P, K = c.ids.shape
+    C, P, _ = c.ids.shape
     Kc = max(c.n_clusters, 1)
     D = features.shape[-1]
     valid = c.valid
-    w = torch.where(valid, c.weights, torch.zeros_like(c.weights)).to(features.dtype)
-    f = features[c.ids.long().clamp_min(0)]  # [C, P, K, D]
-    cl = c.clusters.long().clamp_min(0)[..., None].expand(C, P, K, D)
-    num = features.new_zeros(C, P, Kc, D).scatter_add(2, cl, w[..., None] * f)
-    wsum = w.new_zeros(C, P, Kc).scatter_add(2, c.clusters.long().clamp_min(0), w)
-    return num / (wsum[..., None] + eps), wsum
+    # only the listed entries: index_select / index_add (their backward is cheap on the CPU,
+    # unlike advanced indexing's accumulate-put)
+    slot = (torch.arange(C * P, device=valid.device).view(C, P, 1) * Kc + c.clusters.long())[valid]
+    w = c.weights[valid].to(features.dtype)  # [E]
+    f = features.index_select(0, c.ids[valid].long())  # [E, D]
+    num = features.new_zeros(C * P * Kc, D).index_add(0, slot, w[:, None] * f)
+    wsum = w.new_zeros(C * P * Kc).index_add(0, slot, w)
+    return (num / (wsum[:, None] + eps)).view(C, P, Kc, D), wsum.view(C, P, Kc)

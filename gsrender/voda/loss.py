@@ -76,10 +76,10 @@ def voda_loss(features: torch.Tensor, contrib: Contributors, labels: torch.Tenso
     # every Gaussian of c* gets sg(F_c*) directly: the gradient of this term on fᵢ is
     # 2(fᵢ − F_c*)/n, whatever fᵢ's weight wᵢ in the pixel
     members = contrib.valid & (contrib.clusters.long() == c_star[..., None]) & ok[..., None]
-    f = features[contrib.ids.long().clamp_min(0)]  # [C, P, K, D]
-    d2 = ((f - F_star.detach()[:, :, None, :]) ** 2).sum(-1)  # [C, P, K]
-    n_mem = members.sum()
-    vol = (d2 * members).sum() / n_mem.clamp_min(1)
+    target = F_star.detach()[:, :, None, :].expand(*members.shape, Fc.shape[-1])[members]  # [E,D]
+    f = features.index_select(0, contrib.ids[members].long())  # [E, D]
+    n_mem = f.shape[0]
+    vol = ((f - target) ** 2).sum() / max(n_mem, 1)
     pw = ok.to(features.dtype) if pixel_weights is None else pixel_weights.to(features.dtype) * ok
     per_pix = pixel_loss_fn(F_star[ok], lab[ok])  # [M]
     pix = (per_pix * pw[ok]).sum() / pw[ok].sum().clamp_min(1e-12)

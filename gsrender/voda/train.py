@@ -4,6 +4,7 @@ Geometry is fixed, so each view's projection and tile lists are computed once (F
 every iteration only re-rasterizes the per-Gaussian features."""
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -62,6 +63,16 @@ def render_features(meta: dict, feats: torch.Tensor, width: int, height: int) ->
     return render
 
 
+@contextlib.contextmanager
+def _single_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
 def _sample_pixels(view: FrozenView, n: int, gen: torch.Generator) -> torch.Tensor:
     """[1,P,2] int32 (x, y) of up to n random labelled pixels."""
     ys, xs = torch.nonzero(view.labels >= 0, as_tuple=True)
@@ -85,16 +96,22 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
         v = views[int(torch.randint(len(views), (1,), generator=gen))]
         rendered = render_features(v.meta, baseline.features, v.width, v.height)[0]  # [H,W,D]
         loss = baseline.render_loss(rendered, v.labels)
-        if voda is not None and it >= voda.warmup:
-            pix = _sample_pixels(v, voda.n_pixels, gen)
-            contrib = depth_contributors(v.meta, v.width, v.height, pix, voda.K_max,
-                                         voda.tau_rel, voda.tau_abs, TILE)
-            x, y = pix[0, :, 0].long(), pix[0, :, 1].long()
-            lv, _ = voda_loss(baseline.features, contrib, v.labels[y, x][None], baseline.score,
-                              baseline.pixel_loss, v.bweights[y, x][None], voda)
-            loss = loss + lv
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if voda is not None and it >= voda.warmup:
+            # a separate graph (it never touches the render): its gathers and scatters run
+            # single-threaded, where torch's CPU index_add is ~100x faster than with threads
+            # contending for the same rows
+            with _single_thread():
+                pix = _sample_pixels(v, voda.n_pixels, gen)
+                contrib = depth_contributors(v.meta, v.width, v.height, pix, voda.K_max,
+                                             voda.tau_rel, voda.tau_abs, TILE)
+                x, y = pix[0, :, 0].long(), pix[0, :, 1].long()
+                lv, _ = voda_loss(baseline.features, contrib, v.labels[y, x][None],
+                                  baseline.score, baseline.pixel_loss, v.bweights[y, x][None],
+                                  voda)
+                lv.backward()
+                loss = loss.detach() + lv.detach()
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(float(loss.detach()))
