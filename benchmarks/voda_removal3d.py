@@ -85,6 +85,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-rgb-optimised", dest="rgb_optimised", action="store_false",
                     help="skip the RGB refit of the object Gaussians")
     ap.add_argument("--refit-iters", type=int, default=24)
+    ap.add_argument("--k-max", type=int, default=VodaConfig.K_max, help="contributors per pixel")
+    ap.add_argument("--veto", action="store_true",
+                    help="VODA with the member veto (VodaConfig.veto; off by default)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (default 1: on a small shared machine torch's "
                          "multi-threaded CPU scatter/index_add is far slower than one thread)")
@@ -95,7 +98,7 @@ def main(argv=None) -> int:
     if args.quick and args.objects is None:
         args.objects = 4
     torch.manual_seed(0)
-    cfg = VodaConfig()
+    cfg = VodaConfig(veto=args.veto, K_max=args.k_max)
     per_split: dict = {}
     t0 = time.perf_counter()
     for split in args.splits:

@@ -9,7 +9,7 @@ import torch
 
 from gsrender.cli import main as cli_main
 from gsrender.voda import removal3d as R
-from gsrender.voda.baselines import DistillBaseline, IdentityBaseline
+from gsrender.voda.baselines import DistillBaseline, IdentityBaseline, keep_member
 from gsrender.voda.clusters import Contributors, cluster_features, cluster_stats, depth_contributors
 from gsrender.voda.loss import VodaConfig, boundary_weights, voda_loss
 from gsrender.voda.select import extract, remove, select_object
@@ -54,6 +54,25 @@ def test_volumetric_gradient_does_not_depend_on_weights():
     # ids 1 (w = 0.09) and 2 (w = 1e-6) have the same feature: the same gradient
     torch.testing.assert_close(f.grad[1], f.grad[2])
     assert f.grad[1].norm() > 0.1 and f.grad[3].abs().sum() == 0
+
+
+def test_member_veto():
+    c = _hand_contrib()
+    f = torch.zeros(5, 2, requires_grad=True)
+    score = lambda F, lab: torch.ones(F.shape[:-1])
+    pix = lambda F, lab: F.sum(-1)
+    _, info = voda_loss(f, c, torch.tensor([[1]]), score, pix, None, VodaConfig(),
+                        keep_fn=lambda fe, lab: torch.tensor([True, False, True]))
+    assert info["members"] == 2
+    # the identity baseline's veto: a Gaussian confidently of class 2 is kept out of a class-1 c*
+    b = IdentityBaseline(3, 3)
+    with torch.no_grad():
+        b.classifier.weight.copy_(torch.eye(3, 16) * 10)
+    feats = torch.zeros(3, 16)
+    feats[0, 2] = 1.0  # confidently class 2
+    feats[1, 1] = 1.0  # class 1
+    keep = keep_member(b, feats, torch.tensor([1, 1, 1]))
+    assert keep.tolist() == [False, True, True]
 
 
 def _object_scene():
@@ -177,3 +196,28 @@ def test_benchmark_json_layout(tmp_path):
         assert set(b) == {"baseline", "voda"}
         for m in b.values():
             assert keys <= set(m) and set(m["splits"]) == {"isolated"}
+
+
+def test_cli_voda_user_scene(tmp_path):
+    import imageio.v3 as iio
+    import numpy as np
+
+    from gsrender.io import save_ply
+    from gsrender.synthetic import cameras_to_json
+
+    model, vm, K, W, H = _object_scene()
+    labels, _ = R.instance_masks(model, 1, vm, K, W, H)
+    save_ply(tmp_path / "scene.ply", model)
+    names = [f"img{i}" for i in range(vm.shape[0])]
+    (tmp_path / "cams.json").write_text(cameras_to_json(vm, K, W, H, names))
+    (tmp_path / "labels").mkdir()
+    for nm, lab in zip(names, labels):
+        iio.imwrite(tmp_path / "labels" / f"{nm}.png", lab.numpy().astype(np.uint8))
+    out = tmp_path / "out"
+    rc = cli_main(["voda", "--scene", str(tmp_path / "scene.ply"), "--cameras-json",
+                   str(tmp_path / "cams.json"), "--labels", str(tmp_path / "labels"), "--iters",
+                   "3", "--out", str(out)])
+    assert rc == 0
+    rep = json.loads((out / "metrics.json").read_text())
+    assert rep["n_gaussians"] == model.num_gaussians and "metrics" not in rep
+    assert cli_main(["voda", "--scene", str(tmp_path / "scene.ply"), "--out", str(out)]) == 1

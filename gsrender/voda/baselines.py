@@ -8,8 +8,8 @@ DistillBaseline    LangSplat / Feature 3DGS style: the rendered map regresses a 
                    of a SAM mask), with a cosine loss.
 
 Both expose the same interface: features [N,D], parameters(), render_loss, score (s(F, label) in
-[0,1] for VODA's cluster choice), pixel_loss, class_scores (per-Gaussian, for selection) and
-segment (rendered map -> class ids).
+[0,1] for VODA's cluster choice), pixel_loss, class_scores (per-Gaussian, for selection),
+segment (rendered map -> class ids) and keep_member (VODA's member veto).
 """
 from __future__ import annotations
 
@@ -91,6 +91,15 @@ class DistillBaseline:
 
     def segment(self, rendered: torch.Tensor) -> torch.Tensor:
         return (F.normalize(rendered, dim=-1, eps=1e-8) @ self.prototypes.T).argmax(-1)
+
+
+def keep_member(baseline, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """bool [E]: False for Gaussians the baseline already confidently assigns to a class other
+    than the pixel's label (score above its selection threshold), so VODA's volumetric target
+    never drags a visible neighbour's surface into the chosen cluster's object."""
+    scores = baseline.class_scores(feats)  # [E, n_classes]
+    best, cls = scores.max(-1)
+    return (cls == labels) | (best <= baseline.select_threshold)
 
 
 BASELINES = {"identity": IdentityBaseline, "distill": DistillBaseline}

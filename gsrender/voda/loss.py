@@ -29,6 +29,7 @@ class VodaConfig:
     boundary_weight: float = 2.0  # extra weight of pixels within boundary_radius of a label edge
     boundary_radius: int = 2
     n_pixels: int = 1024          # labelled pixels sampled per view and iteration
+    veto: bool = False            # skip members the baseline confidently gives another class
 
     def __post_init__(self):
         for name in ("tau_rel", "tau_abs", "lambda_vol", "lambda_pix", "boundary_weight"):
@@ -56,12 +57,15 @@ def boundary_weights(labels: torch.Tensor, radius: int = 2, weight: float = 2.0)
 
 def voda_loss(features: torch.Tensor, contrib: Contributors, labels: torch.Tensor,
               score_fn: Callable, pixel_loss_fn: Callable, pixel_weights: torch.Tensor | None = None,
-              cfg: VodaConfig | None = None):
+              cfg: VodaConfig | None = None, keep_fn: Callable | None = None):
     """λ_vol·L_vol + λ_pix·L_pix for per-Gaussian features [N,D] and contributors of C×P pixels.
 
     labels [C,P] long (-1: unlabelled). score_fn(F [...,D], labels [...]) -> s [...] in [0,1]
     (how well a feature explains a label); pixel_loss_fn(F [M,D], labels [M]) -> [M].
-    pixel_weights [C,P] (e.g. boundary_weights at the pixels). Returns (loss, info) with
+    pixel_weights [C,P] (e.g. boundary_weights at the pixels). keep_fn(f [E,D], labels [E]) ->
+    bool [E] optionally vetoes members (e.g. Gaussians the baseline already confidently gives to
+    another class: a touching neighbour whose surface shares the depth cluster). Returns
+    (loss, info) with
     info = {"vol", "pix", "members", "pixels"}.
     """
     cfg = cfg or VodaConfig()
@@ -78,6 +82,10 @@ def voda_loss(features: torch.Tensor, contrib: Contributors, labels: torch.Tenso
     members = contrib.valid & (contrib.clusters.long() == c_star[..., None]) & ok[..., None]
     target = F_star.detach()[:, :, None, :].expand(*members.shape, Fc.shape[-1])[members]  # [E,D]
     f = features.index_select(0, contrib.ids[members].long())  # [E, D]
+    if keep_fn is not None:
+        with torch.no_grad():
+            keep = keep_fn(f, lab[:, :, None].expand(members.shape)[members])
+        f, target = f[keep], target[keep]
     n_mem = f.shape[0]
     vol = ((f - target) ** 2).sum() / max(n_mem, 1)
     pw = ok.to(features.dtype) if pixel_weights is None else pixel_weights.to(features.dtype) * ok
