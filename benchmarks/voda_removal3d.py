@@ -88,6 +88,8 @@ def main(argv=None) -> int:
     ap.add_argument("--k-max", type=int, default=VodaConfig.K_max, help="contributors per pixel")
     ap.add_argument("--veto", action="store_true",
                     help="VODA with the member veto (VodaConfig.veto; off by default)")
+    ap.add_argument("--enclose", action="store_true",
+                    help="VODA with the enclosure rule (VodaConfig.enclose; off by default)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (default 1: on a small shared machine torch's "
                          "multi-threaded CPU scatter/index_add is far slower than one thread)")
@@ -98,7 +100,7 @@ def main(argv=None) -> int:
     if args.quick and args.objects is None:
         args.objects = 4
     torch.manual_seed(0)
-    cfg = VodaConfig(veto=args.veto, K_max=args.k_max)
+    cfg = VodaConfig(veto=args.veto, K_max=args.k_max, enclose=args.enclose)
     per_split: dict = {}
     t0 = time.perf_counter()
     for split in args.splits:

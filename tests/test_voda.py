@@ -9,7 +9,7 @@ import torch
 
 from gsrender.cli import main as cli_main
 from gsrender.voda import removal3d as R
-from gsrender.voda.baselines import DistillBaseline, IdentityBaseline, keep_member
+from gsrender.voda.baselines import DistillBaseline, IdentityBaseline, confident, keep_member
 from gsrender.voda.clusters import Contributors, cluster_features, cluster_stats, depth_contributors
 from gsrender.voda.loss import VodaConfig, boundary_weights, voda_loss
 from gsrender.voda.select import extract, remove, select_object
@@ -73,6 +73,24 @@ def test_member_veto():
     feats[1, 1] = 1.0  # class 1
     keep = keep_member(b, feats, torch.tensor([1, 1, 1]))
     assert keep.tolist() == [False, True, True]
+
+
+def test_enclosure_rule_drops_members_behind_the_last_confident_one():
+    c = _hand_contrib()
+    f = torch.zeros(5, 2, requires_grad=True)
+    score = lambda F, lab: torch.ones(F.shape[:-1])
+    pix = lambda F, lab: F.sum(-1)
+    # c* = cluster 0 (ids 0, 1, 2): only id 1 is confident, so id 2 (behind it) is left out
+    conf = lambda fe, lab: torch.tensor([False, True, False])
+    _, info = voda_loss(f, c, torch.tensor([[1]]), score, pix, None, VodaConfig(enclose=True),
+                        confident_fn=conf)
+    assert info["members"] == 2
+    _, info = voda_loss(f, c, torch.tensor([[1]]), score, pix, None, VodaConfig(enclose=False),
+                        confident_fn=conf)
+    assert info["members"] == 3
+    b = DistillBaseline(2, 2)
+    feats = torch.stack([b.prototypes[1], -b.prototypes[1]])
+    assert confident(b, feats, torch.tensor([1, 1])).tolist() == [True, False]
 
 
 def _object_scene():

@@ -102,4 +102,10 @@ def keep_member(baseline, feats: torch.Tensor, labels: torch.Tensor) -> torch.Te
     return (cls == labels) | (best <= baseline.select_threshold)
 
 
+def confident(baseline, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """bool [E]: the baseline already gives these Gaussians their pixel's label (class score
+    above its selection threshold): VODA's enclosure rule keeps the members up to the last one."""
+    return baseline.class_scores(feats).gather(-1, labels[:, None])[:, 0] > baseline.select_threshold
+
+
 BASELINES = {"identity": IdentityBaseline, "distill": DistillBaseline}

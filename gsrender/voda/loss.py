@@ -30,6 +30,7 @@ class VodaConfig:
     boundary_radius: int = 2
     n_pixels: int = 1024          # labelled pixels sampled per view and iteration
     veto: bool = False            # skip members the baseline confidently gives another class
+    enclose: bool = False         # skip members behind the last one confidently of the label
 
     def __post_init__(self):
         for name in ("tau_rel", "tau_abs", "lambda_vol", "lambda_pix", "boundary_weight"):
@@ -57,14 +58,19 @@ def boundary_weights(labels: torch.Tensor, radius: int = 2, weight: float = 2.0)
 
 def voda_loss(features: torch.Tensor, contrib: Contributors, labels: torch.Tensor,
               score_fn: Callable, pixel_loss_fn: Callable, pixel_weights: torch.Tensor | None = None,
-              cfg: VodaConfig | None = None, keep_fn: Callable | None = None):
+              cfg: VodaConfig | None = None, keep_fn: Callable | None = None,
+              confident_fn: Callable | None = None):
     """λ_vol·L_vol + λ_pix·L_pix for per-Gaussian features [N,D] and contributors of C×P pixels.
 
     labels [C,P] long (-1: unlabelled). score_fn(F [...,D], labels [...]) -> s [...] in [0,1]
     (how well a feature explains a label); pixel_loss_fn(F [M,D], labels [M]) -> [M].
     pixel_weights [C,P] (e.g. boundary_weights at the pixels). keep_fn(f [E,D], labels [E]) ->
     bool [E] optionally vetoes members (e.g. Gaussians the baseline already confidently gives to
-    another class: a touching neighbour whose surface shares the depth cluster). Returns
+    another class: a touching neighbour whose surface shares the depth cluster).
+    confident_fn(f [E,D], labels [E]) -> bool [E] (the baseline already gives the Gaussian the
+    label) enables cfg.enclose: along each ray, members behind the last confident one are left
+    out, so the target reaches what the object encloses (front surface ... back surface) and not
+    what lies past its back, such as the floor hidden under it. Returns
     (loss, info) with
     info = {"vol", "pix", "members", "pixels"}.
     """
@@ -80,6 +86,15 @@ def voda_loss(features: torch.Tensor, contrib: Contributors, labels: torch.Tenso
     # every Gaussian of c* gets sg(F_c*) directly: the gradient of this term on fᵢ is
     # 2(fᵢ − F_c*)/n, whatever fᵢ's weight wᵢ in the pixel
     members = contrib.valid & (contrib.clusters.long() == c_star[..., None]) & ok[..., None]
+    if cfg.enclose and confident_fn is not None:
+        with torch.no_grad():
+            conf = torch.zeros_like(members)
+            conf[members] = confident_fn(
+                features.index_select(0, contrib.ids[members].long()),
+                lab[:, :, None].expand(members.shape)[members])
+            k = torch.arange(members.shape[-1], device=members.device)
+            last = torch.where(conf, k, torch.full_like(k, -1)).amax(-1)  # [C, P]
+            members = members & (k <= last[..., None])
     target = F_star.detach()[:, :, None, :].expand(*members.shape, Fc.shape[-1])[members]  # [E,D]
     f = features.index_select(0, contrib.ids[members].long())  # [E, D]
     if keep_fn is not None:

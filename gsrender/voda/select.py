@@ -8,14 +8,16 @@ from gsrender.scene import GaussianModel
 
 
 def select_object(baseline, object_id: int, threshold: float | None = None) -> torch.Tensor:
-    """bool [N]: Gaussians whose class score for object_id exceeds threshold (the baseline's
-    select_threshold by default: a probability for classifiers, a cosine for distillation)."""
+    """bool [N]: Gaussians whose best class is object_id and whose score for it exceeds
+    threshold (the baseline's select_threshold by default: a probability for classifiers, a
+    cosine for distillation). Requiring the best class keeps out never-trained Gaussians whose
+    random feature merely leans towards the object's prototype."""
     thr = baseline.select_threshold if threshold is None else float(threshold)
     with torch.no_grad():
         scores = baseline.class_scores()
     if not 0 <= object_id < scores.shape[1]:
         raise ValueError(f"object_id must be in [0, {scores.shape[1]}), got {object_id}")
-    return scores[:, object_id] > thr
+    return (scores[:, object_id] > thr) & (scores.argmax(1) == object_id)
 
 
 def _mask(model: GaussianModel, selected: torch.Tensor) -> torch.Tensor:

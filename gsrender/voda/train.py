@@ -13,7 +13,7 @@ import torch
 from gsrender import ops
 from gsrender.render import rasterize
 from gsrender.scene import GaussianModel
-from gsrender.voda.baselines import keep_member
+from gsrender.voda.baselines import confident, keep_member
 from gsrender.voda.clusters import depth_contributors
 from gsrender.voda.loss import VodaConfig, boundary_weights, voda_loss
 
@@ -92,6 +92,7 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
     gen = torch.Generator().manual_seed(seed)
     warm = (voda or VodaConfig()).warmup
     keep = lambda f, lab: keep_member(baseline, f, lab)
+    conf = lambda f, lab: confident(baseline, f, lab)
     times, losses = [], []
     for it in range(iters):
         t0 = time.perf_counter()
@@ -111,7 +112,8 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
                 x, y = pix[0, :, 0].long(), pix[0, :, 1].long()
                 lv, _ = voda_loss(baseline.features, contrib, v.labels[y, x][None],
                                   baseline.score, baseline.pixel_loss, v.bweights[y, x][None],
-                                  voda, keep_fn=keep if voda.veto else None)
+                                  voda, keep_fn=keep if voda.veto else None,
+                                  confident_fn=conf)
                 lv.backward()
                 loss = loss.detach() + lv.detach()
         opt.step()
