@@ -86,6 +86,8 @@ def main(argv=None) -> int:
                     help="skip the RGB refit of the object Gaussians")
     ap.add_argument("--refit-iters", type=int, default=24)
     ap.add_argument("--k-max", type=int, default=VodaConfig.K_max, help="contributors per pixel")
+    ap.add_argument("--n-pixels", type=int, default=VodaConfig.n_pixels,
+                    help="VODA pixels per iteration")
     ap.add_argument("--veto", action="store_true",
                     help="VODA with the member veto (VodaConfig.veto; off by default)")
     ap.add_argument("--enclose", action="store_true",
@@ -100,7 +102,8 @@ def main(argv=None) -> int:
     if args.quick and args.objects is None:
         args.objects = 4
     torch.manual_seed(0)
-    cfg = VodaConfig(veto=args.veto, K_max=args.k_max, enclose=args.enclose)
+    cfg = VodaConfig(veto=args.veto, K_max=args.k_max, enclose=args.enclose,
+                     n_pixels=args.n_pixels)
     per_split: dict = {}
     t0 = time.perf_counter()
     for split in args.splits:

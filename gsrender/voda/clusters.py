@@ -11,7 +11,7 @@ from gsrender import ops
 # DESIGN §7 defaults: a new cluster when z_k − z_{k−1} > tau_rel·z_{k−1} + tau_abs
 TAU_REL = 0.03
 TAU_ABS = 0.0
-K_MAX = 64
+K_MAX = 96
 
 
 @dataclass

@@ -28,7 +28,7 @@ class VodaConfig:
     warmup: int = 40              # iterations on the baseline loss alone (F_c* is noise before)
     boundary_weight: float = 2.0  # extra weight of pixels within boundary_radius of a label edge
     boundary_radius: int = 2
-    n_pixels: int = 1024          # labelled pixels sampled per view and iteration
+    n_pixels: int = 512           # labelled pixels sampled per view and iteration
     veto: bool = False            # skip members the baseline confidently gives another class
     enclose: bool = False         # skip members behind the last one confidently of the label
 
