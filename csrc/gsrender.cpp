@@ -75,4 +75,21 @@ TORCH_LIBRARY(gsrender, m) {
       "weight_stats(Tensor means2d, Tensor conics, Tensor opacities, Tensor depths, "
       "Tensor tile_offsets, Tensor flatten_ids, int width, int height, int tile_size, "
       "float tau_s, int top_k) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+
+  // VODA depth-aware contributors (DESIGN §7; CPU only for now). Per pixel, its front-to-back
+  // contributors in sorted mode (same α, 1/255 cut, 0.99 clamp and order as rasterize_fwd), with
+  // weight w = α·T and view depth z, grouped into depth clusters: entry k opens a new cluster
+  // when z_k − z_{k−1} > tau_rel·z_{k−1} + tau_abs. The walk goes past the renderer's stop
+  // (T·(1−α) < 1e-4, T keeps multiplying) until the cluster open at the stop closes; at most
+  // K_max entries. pixels [C,P,2] int32 (x, y), (-1, -1) = padding, or None = every pixel
+  // (P = H·W, row-major). Other inputs as rasterize_fwd (bin_tiles with sort=True).
+  // -> ids [C,P,K] int32 (Gaussian index n; -1 past count), weights [C,P,K], zs [C,P,K],
+  //    clusters [C,P,K] int32 (0, 1, … per pixel; -1 past count), counts [C,P] int32 (entries
+  //    listed), n_render [C,P] int32 (the first n_render entries are the renderer's: their
+  //    weights sum to the rendered alpha unless K_max cut the list)
+  m.def(
+      "contributors(Tensor means2d, Tensor conics, Tensor opacities, Tensor depths, "
+      "Tensor tile_offsets, Tensor flatten_ids, int width, int height, int tile_size, "
+      "Tensor? pixels, int K_max, float tau_rel, float tau_abs) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
 }

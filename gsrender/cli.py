@@ -20,7 +20,8 @@ import torch
 import gsrender
 from gsrender.render import MODES, PRECISIONS
 
-OPS = ("project_fwd", "project_bwd", "sh_fwd", "sh_bwd", "bin_tiles", "rasterize_fwd", "rasterize_bwd")
+OPS = ("project_fwd", "project_bwd", "sh_fwd", "sh_bwd", "bin_tiles", "rasterize_fwd", "rasterize_bwd",
+       "contributors", "weight_stats")
 STAGES = ("project", "sh", "bin", "raster_fwd")
 UP_AXES = {"+x": (1, 0, 0), "-x": (-1, 0, 0), "+y": (0, 1, 0), "-y": (0, -1, 0), "+z": (0, 0, 1),
            "-z": (0, 0, -1)}
@@ -487,6 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gsrender.loc.cli import add_loc_parser  # SplitGS-Loc: `gsrender loc build|query`
 
     add_loc_parser(sub)
+    from gsrender.voda.cli import add_parser as add_voda_parser  # VODA (gsrender/voda/cli.py)
+
+    add_voda_parser(sub)
     return p
 
 

@@ -200,3 +200,48 @@ def _weight_stats_fake(means2d, conics, opacities, depths, tile_offsets, flatten
     f = means2d.new_empty
     return (f((N,)), f((N,)), f((N,), dtype=torch.int32),
             f((C, height, width, top_k), dtype=torch.int32), f((C, height, width, top_k)))
+
+
+# ---------------------------------------------------------------------------------------------
+# VODA: depth-aware contributors (no gradient: integer ids plus weights/depths read as data)
+
+
+def mask_to_pixels(mask):
+    """[C,H,W] bool -> [C,P,2] int32 (x, y) of the True pixels, row-major, padded with (-1, -1)
+    to the largest count over cameras."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 3:
+        raise ValueError("pixels: a mask must be a [C,H,W] bool tensor")
+    C = mask.shape[0]
+    per_cam = [torch.nonzero(m).flip(-1).to(torch.int32) for m in mask]  # (y, x) -> (x, y)
+    P = max((p.shape[0] for p in per_cam), default=0)
+    out = torch.full((C, P, 2), -1, dtype=torch.int32, device=mask.device)
+    for c, p in enumerate(per_cam):
+        out[c, : p.shape[0]] = p
+    return out
+
+
+def contributors(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width: int,
+                 height: int, tile_size: int, pixels=None, K_max: int = 32, tau_rel: float = 0.03,
+                 tau_abs: float = 0.0):
+    """Per-pixel front-to-back contributors and depth clusters (schema comment in
+    csrc/gsrender.cpp). pixels: None (every pixel, row-major), [C,P,2] int32 (x, y) or a
+    [C,H,W] bool mask (converted with mask_to_pixels).
+    -> ids [C,P,K] int32, weights [C,P,K], zs [C,P,K], clusters [C,P,K] int32, counts [C,P]
+    int32, n_render [C,P] int32."""
+    if isinstance(pixels, torch.Tensor) and pixels.dtype == torch.bool:
+        if tuple(pixels.shape) != (means2d.shape[0], height, width):
+            raise ValueError(f"pixels: a mask must have shape [C,H,W]=({means2d.shape[0]}, "
+                             f"{height}, {width}), got {tuple(pixels.shape)}")
+        pixels = mask_to_pixels(pixels)
+    return _ops.contributors(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width,
+                             height, tile_size, pixels, int(K_max), float(tau_rel), float(tau_abs))
+
+
+@torch.library.register_fake("gsrender::contributors")
+def _contributors_fake(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width, height,
+                       tile_size, pixels, K_max, tau_rel, tau_abs):
+    C = means2d.shape[0]
+    P = height * width if pixels is None else pixels.shape[1]
+    f, i32 = means2d.new_empty, torch.int32
+    return (f((C, P, K_max), dtype=i32), f((C, P, K_max)), f((C, P, K_max)),
+            f((C, P, K_max), dtype=i32), f((C, P), dtype=i32), f((C, P), dtype=i32))

@@ -1,0 +1,125 @@
+"""Feature training on frozen geometry: a baseline's rendered loss, optionally plus VODA.
+
+Geometry is fixed, so each view's projection and tile lists are computed once (FrozenView) and
+every iteration only re-rasterizes the per-Gaussian features."""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+import torch
+
+from gsrender import ops
+from gsrender.render import rasterize
+from gsrender.scene import GaussianModel
+from gsrender.voda.baselines import confident, keep_member
+from gsrender.voda.clusters import depth_contributors
+from gsrender.voda.loss import VodaConfig, boundary_weights, voda_loss
+
+TILE = 16
+
+
+@dataclass
+class FrozenView:
+    meta: dict            # rasterize(...).meta of this single view (C = 1)
+    labels: torch.Tensor  # [H, W] long training mask ids (-1 unlabelled)
+    bweights: torch.Tensor  # [H, W] boundary pixel weights
+    width: int
+    height: int
+
+
+def project_views(model: GaussianModel, viewmats, Ks, width: int, height: int) -> list[dict]:
+    """One rasterize pass per view (sorted mode) -> its meta (projection and tile lists)."""
+    metas = []
+    with torch.no_grad():
+        for c in range(viewmats.shape[0]):
+            out = rasterize(model.means, model.quats, model.scales, model.opacities, model.sh,
+                            viewmats[c:c + 1], Ks[c:c + 1], width, height,
+                            sh_degree=model.sh_degree, tile_size=TILE)
+            metas.append(out.meta)
+    return metas
+
+
+def frozen_views(model: GaussianModel, viewmats, Ks, width: int, height: int, labels: torch.Tensor,
+                 cfg: VodaConfig | None = None) -> list[FrozenView]:
+    """labels [C,H,W] long: the (noisy) training masks of each view."""
+    cfg = cfg or VodaConfig()
+    if labels.shape != (viewmats.shape[0], height, width):
+        raise ValueError(f"labels must have shape [C,H,W]=({viewmats.shape[0]}, {height}, {width}),"
+                         f" got {tuple(labels.shape)}")
+    bw = boundary_weights(labels, cfg.boundary_radius, cfg.boundary_weight)
+    return [FrozenView(m, labels[c].long(), bw[c], width, height)
+            for c, m in enumerate(project_views(model, viewmats, Ks, width, height))]
+
+
+def render_features(meta: dict, feats: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    """Rendered features [C,H,W,D] of per-Gaussian feats [N,D] on frozen geometry
+    (differentiable in feats)."""
+    C = meta["means2d"].shape[0]
+    chans = feats[None].expand(C, *feats.shape).contiguous()  # [C, N, D]
+    render = ops.rasterize(meta["means2d"], meta["conics"], meta["opacities"], chans,
+                           meta["depths"], None, meta["tile_offsets"], meta["flatten_ids"], width,
+                           height, TILE, ops.SORTED, [], ops.IMPL_MATRIX)[0]
+    return render
+
+
+@contextlib.contextmanager
+def _single_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def _sample_pixels(view: FrozenView, n: int, gen: torch.Generator) -> torch.Tensor:
+    """[1,P,2] int32 (x, y) of up to n random labelled pixels."""
+    ys, xs = torch.nonzero(view.labels >= 0, as_tuple=True)
+    pick = torch.randperm(ys.numel(), generator=gen)[:n]
+    return torch.stack([xs[pick], ys[pick]], -1).to(torch.int32)[None]
+
+
+def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConfig | None = None,
+                   lr: float = 0.02, seed: int = 0, log_every: int = 0) -> dict:
+    """Adam on the baseline's parameters for `iters` iterations, one view each. With voda, the
+    VODA loss is added after its warm-up. Returns {"iter_ms": mean time of the iterations after
+    the warm-up (all of them if there are no others), "losses": [...]}."""
+    if iters < 1:
+        raise ValueError(f"iters must be >= 1, got {iters}")
+    opt = torch.optim.Adam(baseline.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    warm = (voda or VodaConfig()).warmup
+    keep = lambda f, lab: keep_member(baseline, f, lab)
+    conf = lambda f, lab: confident(baseline, f, lab)
+    times, losses = [], []
+    for it in range(iters):
+        t0 = time.perf_counter()
+        v = views[int(torch.randint(len(views), (1,), generator=gen))]
+        rendered = render_features(v.meta, baseline.features, v.width, v.height)[0]  # [H,W,D]
+        loss = baseline.render_loss(rendered, v.labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if voda is not None and it >= voda.warmup:
+            # a separate graph (it never touches the render): its gathers and scatters run
+            # single-threaded, where torch's CPU index_add is ~100x faster than with threads
+            # contending for the same rows
+            with _single_thread():
+                pix = _sample_pixels(v, voda.n_pixels, gen)
+                contrib = depth_contributors(v.meta, v.width, v.height, pix, voda.K_max,
+                                             voda.tau_rel, voda.tau_abs, TILE)
+                x, y = pix[0, :, 0].long(), pix[0, :, 1].long()
+                lv, _ = voda_loss(baseline.features, contrib, v.labels[y, x][None],
+                                  baseline.score, baseline.pixel_loss, v.bweights[y, x][None],
+                                  voda, keep_fn=keep if voda.veto else None,
+                                  confident_fn=conf)
+                lv.backward()
+                loss = loss.detach() + lv.detach()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(float(loss.detach()))
+        if log_every and (it + 1) % log_every == 0:
+            print(f"  it {it + 1}/{iters} loss {losses[-1]:.4f}")
+    timed = times[warm:] or times  # the VODA-vs-baseline comparison is after the warm-up
+    return {"iter_ms": 1e3 * sum(timed) / len(timed), "losses": losses}

@@ -1,0 +1,241 @@
+"""VODA: cluster statistics and features, the objective's weight-independent volumetric gradient
+(it reaches the Gaussians the rendered loss leaves at ~0), baselines, selection, the Removal-3D
+generator and mask noise, and the `gsrender voda` command."""
+from __future__ import annotations
+
+import json
+
+import torch
+
+from gsrender.cli import main as cli_main
+from gsrender.voda import removal3d as R
+from gsrender.voda.baselines import DistillBaseline, IdentityBaseline, confident, keep_member
+from gsrender.voda.clusters import Contributors, cluster_features, cluster_stats, depth_contributors
+from gsrender.voda.loss import VodaConfig, boundary_weights, voda_loss
+from gsrender.voda.select import extract, remove, select_object
+from gsrender.voda.train import frozen_views, render_features, train_features
+
+I32 = torch.int32
+
+
+def _hand_contrib():
+    """One pixel: clusters {0: ids 0,1,2}, {1: ids 3,4}; weights front-loaded."""
+    ids = torch.tensor([[[0, 1, 2, 3, 4, -1]]], dtype=I32)
+    w = torch.tensor([[[0.9, 0.09, 1e-6, 0.008, 0.001, 0.0]]])
+    zs = torch.tensor([[[1.0, 1.01, 1.02, 2.0, 2.05, 0.0]]])
+    cl = torch.tensor([[[0, 0, 0, 1, 1, -1]]], dtype=I32)
+    return Contributors(ids, w, zs, cl, torch.tensor([[5]], dtype=I32),
+                        torch.tensor([[2]], dtype=I32))
+
+
+def test_cluster_stats_and_features():
+    c = _hand_contrib()
+    st = cluster_stats(c)
+    assert st["start"][0, 0].tolist() == [0, 3] and st["count"][0, 0].tolist() == [3, 2]
+    torch.testing.assert_close(st["wsum"][0, 0], torch.tensor([0.9 + 0.09 + 1e-6, 0.009]))
+    torch.testing.assert_close(st["z_min"][0, 0], torch.tensor([1.0, 2.0]))
+    torch.testing.assert_close(st["z_max"][0, 0], torch.tensor([1.02, 2.05]))
+    f = torch.eye(5)
+    F, _ = cluster_features(c, f)
+    torch.testing.assert_close(F[0, 0, 1], torch.tensor([0, 0, 0, 0.008, 0.001]) / 0.009)
+
+
+def test_volumetric_gradient_does_not_depend_on_weights():
+    c = _hand_contrib()
+    f = torch.zeros(5, 2)
+    f[0] = torch.tensor([1.0, 0.0])
+    f.requires_grad_(True)
+    cfg = VodaConfig(lambda_pix=0.0)
+    score = lambda F, lab: torch.ones(F.shape[:-1])
+    loss, info = voda_loss(f, c, torch.tensor([[1]]), score,
+                           lambda F, lab: F.sum(-1), None, cfg)
+    loss.backward()
+    assert info["members"] == 3
+    # ids 1 (w = 0.09) and 2 (w = 1e-6) have the same feature: the same gradient
+    torch.testing.assert_close(f.grad[1], f.grad[2])
+    assert f.grad[1].norm() > 0.1 and f.grad[3].abs().sum() == 0
+
+
+def test_member_veto():
+    c = _hand_contrib()
+    f = torch.zeros(5, 2, requires_grad=True)
+    score = lambda F, lab: torch.ones(F.shape[:-1])
+    pix = lambda F, lab: F.sum(-1)
+    _, info = voda_loss(f, c, torch.tensor([[1]]), score, pix, None, VodaConfig(),
+                        keep_fn=lambda fe, lab: torch.tensor([True, False, True]))
+    assert info["members"] == 2
+    # the identity baseline's veto: a Gaussian confidently of class 2 is kept out of a class-1 c*
+    b = IdentityBaseline(3, 3)
+    with torch.no_grad():
+        b.classifier.weight.copy_(torch.eye(3, 16) * 10)
+    feats = torch.zeros(3, 16)
+    feats[0, 2] = 1.0  # confidently class 2
+    feats[1, 1] = 1.0  # class 1
+    keep = keep_member(b, feats, torch.tensor([1, 1, 1]))
+    assert keep.tolist() == [False, True, True]
+
+
+def test_enclosure_rule_drops_members_behind_the_last_confident_one():
+    c = _hand_contrib()
+    f = torch.zeros(5, 2, requires_grad=True)
+    score = lambda F, lab: torch.ones(F.shape[:-1])
+    pix = lambda F, lab: F.sum(-1)
+    # c* = cluster 0 (ids 0, 1, 2): only id 1 is confident, so id 2 (behind it) is left out
+    conf = lambda fe, lab: torch.tensor([False, True, False])
+    _, info = voda_loss(f, c, torch.tensor([[1]]), score, pix, None, VodaConfig(enclose=True),
+                        confident_fn=conf)
+    assert info["members"] == 2
+    _, info = voda_loss(f, c, torch.tensor([[1]]), score, pix, None, VodaConfig(enclose=False),
+                        confident_fn=conf)
+    assert info["members"] == 3
+    b = DistillBaseline(2, 2)
+    feats = torch.stack([b.prototypes[1], -b.prototypes[1]])
+    assert confident(b, feats, torch.tensor([1, 1])).tolist() == [True, False]
+
+
+def _object_scene():
+    model = R.layered_object("sphere", (0.0, 0.0, 0.0), 0.8, (0.8, 0.2, 0.2), 1, 500, seed=0)
+    vm, K = R.S.orbit_cameras(2, 2.0, 0.5, width=48, height_px=40, fov_deg=45.0)
+    return model, vm, K, 48, 40
+
+
+def test_volumetric_loss_reaches_gaussians_the_rendered_loss_starves():
+    model, vm, K, W, H = _object_scene()
+    labels, _ = R.instance_masks(model, 1, vm, K, W, H)
+    views = frozen_views(model, vm, K, W, H, labels)
+    b = IdentityBaseline(model.num_gaussians, 2, seed=0)
+    v = views[0]
+    rendered = render_features(v.meta, b.features, W, H)[0]
+    (g_render,) = torch.autograd.grad(b.render_loss(rendered, v.labels), b.features)
+    pix = torch.nonzero(v.labels == 1).flip(-1).to(I32)[None]  # [1, P, 2] (x, y)
+    c = depth_contributors(v.meta, W, H, pix, K_max=256)
+    lab = torch.ones(1, pix.shape[1], dtype=torch.long)
+    cfg = VodaConfig(lambda_pix=0.0)
+    loss, _ = voda_loss(b.features, c, lab, b.score, b.pixel_loss, None, cfg)
+    (g_vol,) = torch.autograd.grad(loss, b.features)
+    gr, gv = g_render.norm(dim=1), g_vol.norm(dim=1)
+    starved = gr <= 1e-6 * gr.max()
+    reached = gv >= 1e-3 * gv.max()
+    assert int((starved & reached).sum()) >= 50, (int(starved.sum()), int(reached.sum()))
+    # the starved-but-reached Gaussians include interior shells (layers behind the surface)
+    assert int((c.counts > c.n_render).sum()) > 0
+
+
+def test_training_with_voda_selects_more_of_the_object():
+    model, vm, K, W, H = _object_scene()
+    labels, _ = R.instance_masks(model, 1, vm, K, W, H)
+    cfg = VodaConfig(warmup=10, n_pixels=256, K_max=128)
+    views = frozen_views(model, vm, K, W, H, labels, cfg)
+    truth = model.object_ids == 1
+    recall = {}
+    for name, voda in (("base", None), ("voda", cfg)):
+        b = DistillBaseline(model.num_gaussians, 2, seed=0)
+        res = train_features(b, views, 40, voda, lr=0.05)
+        assert res["iter_ms"] > 0 and len(res["losses"]) == 40
+        sel = select_object(b, 1)
+        recall[name] = float((sel & truth).sum()) / float(truth.sum())
+    assert recall["voda"] > recall["base"] + 0.1, recall
+
+
+def test_select_remove_extract():
+    model, *_ = _object_scene()
+    b = IdentityBaseline(model.num_gaussians, 2)
+    with torch.no_grad():
+        b.features.zero_()
+        b.features[:10, 0] = 10.0
+        b.classifier.weight.zero_()
+        b.classifier.weight[1, 0] = 1.0
+    sel = select_object(b, 1)
+    assert int(sel.sum()) == 10
+    assert remove(model, sel).num_gaussians == model.num_gaussians - 10
+    assert extract(model, sel).num_gaussians == 10
+
+
+def test_boundary_weights():
+    lab = torch.zeros(1, 8, 8, dtype=torch.long)
+    lab[0, 2:6, 2:6] = 1
+    w = boundary_weights(lab, radius=1, weight=2.0)
+    assert w[0, 0, 0] == 1 and w[0, 2, 2] == 3 and w[0, 4, 4] == 1 and w[0, 1, 1] == 3
+
+
+def test_removal3d_scene_and_noise():
+    sc = R.make_removal3d("touching", seed=1, n_objects=3, width=40, height=30, n_rings=1,
+                          per_ring=3, n_per_object=120)
+    ids = sc.model.object_ids
+    assert set(ids.unique().tolist()) == {0, 1, 2, 3}
+    assert sc.rgb.shape == (3, 30, 40, 3) and sc.masks.shape == (3, 30, 40)
+    assert (sc.masks > 0).any() and (sc.depth > 0).all()
+    noisy = R.sam_noise(sc.masks, seed=0, p_morph=1.0, p_hole=1.0)
+    changed = (noisy != sc.masks).float().mean()
+    assert 0 < changed < 0.3
+    for split in R.SPLITS:
+        m, n = R.make_scene_model(split, seed=2, n_per_object=60, n_floor=100, n_walls=60)
+        assert 3 <= n <= 6 and int(m.object_ids.max()) == n
+
+
+def test_rgb_optimised_variant_fronts_the_weights():
+    model, vm, K, W, H = _object_scene()
+    imgs = R.instance_masks(model, 1, vm, K, W, H)[1]
+    refit = R.refit_objects(model, vm, K, W, H, imgs, iters=4)
+    assert refit.num_gaussians == model.num_gaussians
+    assert not torch.equal(refit.opacities, model.opacities)
+
+
+def test_cli_voda(tmp_path, capsys):
+    rc = cli_main(["voda", "--synthetic", "isolated", "--iters", "3", "--width", "48",
+                     "--height", "36", "--out", str(tmp_path)])
+    assert rc == 0
+    rep = json.loads((tmp_path / "metrics.json").read_text())
+    assert {"nrde", "rde", "collateral", "gaussian_iou", "recall_q1"} <= set(rep["metrics"])
+    assert any((tmp_path / "removed").glob("*.png"))
+
+
+def test_benchmark_json_layout(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "voda_removal3d.py"
+    spec = importlib.util.spec_from_file_location("voda_removal3d", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    n = torch.get_num_threads()
+    try:
+        rc = mod.main(["--splits", "isolated", "--seeds", "1", "--iters", "2", "--objects", "1",
+                       "--width", "32", "--height", "24", "--rings", "1", "--per-ring", "2",
+                       "--per-object", "60", "--refit-iters", "1", "--json",
+                       str(tmp_path / "r.json")])
+    finally:
+        torch.set_num_threads(n)
+    assert rc == 0
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert set(res) == {"identity", "distill"}
+    keys = {"rde", "nrde", "collateral", "gaussian_iou", "recall_q1", "miou", "iter_ms"}
+    for b in res.values():
+        assert set(b) == {"baseline", "voda"}
+        for m in b.values():
+            assert keys <= set(m) and set(m["splits"]) == {"isolated"}
+
+
+def test_cli_voda_user_scene(tmp_path):
+    import imageio.v3 as iio
+    import numpy as np
+
+    from gsrender.io import save_ply
+    from gsrender.synthetic import cameras_to_json
+
+    model, vm, K, W, H = _object_scene()
+    labels, _ = R.instance_masks(model, 1, vm, K, W, H)
+    save_ply(tmp_path / "scene.ply", model)
+    names = [f"img{i}" for i in range(vm.shape[0])]
+    (tmp_path / "cams.json").write_text(cameras_to_json(vm, K, W, H, names))
+    (tmp_path / "labels").mkdir()
+    for nm, lab in zip(names, labels):
+        iio.imwrite(tmp_path / "labels" / f"{nm}.png", lab.numpy().astype(np.uint8))
+    out = tmp_path / "out"
+    rc = cli_main(["voda", "--scene", str(tmp_path / "scene.ply"), "--cameras-json",
+                   str(tmp_path / "cams.json"), "--labels", str(tmp_path / "labels"), "--iters",
+                   "3", "--out", str(out)])
+    assert rc == 0
+    rep = json.loads((out / "metrics.json").read_text())
+    assert rep["n_gaussians"] == model.num_gaussians and "metrics" not in rep
+    assert cli_main(["voda", "--scene", str(tmp_path / "scene.ply"), "--out", str(out)]) == 1
