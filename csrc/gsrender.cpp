@@ -76,7 +76,7 @@ TORCH_LIBRARY(gsrender, m) {
       "Tensor tile_offsets, Tensor flatten_ids, int width, int height, int tile_size, "
       "float tau_s, int top_k) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 
-  // VODA depth-aware contributors (DESIGN §7; CPU only for now). Per pixel, its front-to-back
+  // VODA depth-aware contributors (DESIGN §7). Per pixel, its front-to-back
   // contributors in sorted mode (same α, 1/255 cut, 0.99 clamp and order as rasterize_fwd), with
   // weight w = α·T and view depth z, grouped into depth clusters: entry k opens a new cluster
   // when z_k − z_{k−1} > tau_rel·z_{k−1} + tau_abs. The walk goes past the renderer's stop
