@@ -484,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     # parsed by benchmarks/fps.py (see main); listed here for --help
     sub.add_parser("bench", help="FPS profiling harness (benchmarks/fps.py; `gsrender bench --help`)",
                    add_help=False)
+    # parsed by gsrender/train/run.py (see main); listed here for --help
+    sub.add_parser("train", help="train a 3DGS scene (`gsrender train --help`)", add_help=False)
     return p
 
 
@@ -491,6 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:  # every option after it belongs to the fps harness
         return cmd_bench(argv[1:])
+    if argv[:1] == ["train"]:  # every option after it belongs to the trainer
+        from gsrender.train.run import main as train_main
+
+        return train_main(argv[1:])
     args = build_parser().parse_args(argv)
     for name in ("max_views", "orbit", "width", "height"):
         v = getattr(args, name, None)
