@@ -211,14 +211,14 @@ def test_train_command_writes_outputs(tmp_path, capsys):
 @pytest.mark.skipif(not SNOWMIKU.is_dir(), reason=f"shared data folder absent ({DATA})")
 def test_snowmiku_smoke():
     data = load_colmap_dataset(SNOWMIKU, scale=0.25)
-    assert [v.name for v in data.test] == ["20240212_003919.jpg", "20240212_004107.jpg"]
+    assert [v.name for v in data.test] == ["20240212_003919.jpg", "20240212_004037.jpg"]
     assert len(data.train) == 11 and data.train[0].image.shape == (93, 124, 3)
     assert data.points[0].shape == (25784, 3)
-    cfg = TrainConfig(steps=40, sh_degree=0, densify_from=1.0)
+    cfg = TrainConfig(steps=30, sh_degree=0, densify_from=1.0, lrs=LearningRates().scaled(2.0))
     tr = Trainer.from_points(*data.points, data.extent, cfg)
-    before = tr.evaluate(data.train)["psnr"]
+    probe = data.train[:4]
+    before = tr.evaluate(probe)["psnr"]
     while not tr.done():
         tr.train_step(data.train)
-    after = tr.evaluate(data.train)
-    assert after["psnr"] > before + 1.0, (before, after)
-    assert tr.evaluate(data.test)["views"] == 2
+    after = tr.evaluate(probe)["psnr"]
+    assert after > before + 1.0, (before, after)

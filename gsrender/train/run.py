@@ -18,6 +18,11 @@ from gsrender.train.densify import DensifyConfig
 from gsrender.train.optim import LearningRates
 from gsrender.train.trainer import BACKGROUNDS, TrainConfig, Trainer
 
+# A CPU-sized budget: snowmiku_small (11 training photos, 494x371) takes 1000 steps to ~35 dB on
+# the training views in under 15 minutes on 2 cores. 3DGS's own schedule is 30000 steps at lr x1.
+DEFAULT_STEPS = 1000
+DEFAULT_LR_SCALE = 2.0
+
 
 def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
@@ -29,11 +34,13 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--hold", type=int, default=8, help="hold out every N-th view (LLFF; default 8)")
     p.add_argument("--n-test", type=int, default=None, help="hold out N evenly spread views instead")
     p.add_argument("--init-ply", default=None, help="start from this 3DGS PLY instead of the points")
-    p.add_argument("--steps", type=int, default=None, help="optimiser steps (default 3000 without --minutes)")
+    p.add_argument("--steps", type=int, default=None,
+                   help=f"optimiser steps (default {DEFAULT_STEPS} without --minutes)")
     p.add_argument("--minutes", type=float, default=None, help="training time budget")
     p.add_argument("--sh-degree", type=int, default=3)
     p.add_argument("--background", choices=BACKGROUNDS, default="random")
-    p.add_argument("--lr-scale", type=float, default=1.0, help="multiply every 3DGS learning rate")
+    p.add_argument("--lr-scale", type=float, default=DEFAULT_LR_SCALE,
+                   help=f"multiply every 3DGS learning rate (default {DEFAULT_LR_SCALE}: short budgets)")
     p.add_argument("--ssim-lambda", type=float, default=0.2)
     p.add_argument("--max-gaussians", type=int, default=150_000)
     p.add_argument("--grad-threshold", type=float, default=2e-4)
@@ -57,7 +64,7 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
 
 
 def _config(args) -> TrainConfig:
-    steps = args.steps if args.steps is not None or args.minutes is not None else 3000
+    steps = args.steps if args.steps is not None or args.minutes is not None else DEFAULT_STEPS
     dcfg = DensifyConfig(grad_threshold=args.grad_threshold, max_gaussians=args.max_gaussians)
     return TrainConfig(steps=steps, minutes=args.minutes, sh_degree=args.sh_degree,
                        ssim_lambda=args.ssim_lambda, background=args.background, densify=dcfg,
@@ -105,10 +112,11 @@ def plot(history: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     if history["train"]:
         s, v = zip(*history["train"])
-        ax.plot(s, v, label="train view (running mean)", lw=1)
-    if history["test"]:
-        s, v = zip(*history["test"])
-        ax.plot(s, v, "o-", label="held-out")
+        ax.plot(s, v, label="step's view (running mean)", lw=1, alpha=0.6)
+    for key, label in (("train_eval", "training views"), ("test", "held-out views")):
+        if history[key]:
+            s, v = zip(*[e[:2] for e in history[key]])
+            ax.plot(s, v, "o-", label=label, ms=3)
     ax.set_xlabel("step")
     ax.set_ylabel("PSNR (dB)")
     ax.grid(alpha=0.3)
@@ -125,7 +133,9 @@ def train(args, data: Dataset, out: Path) -> dict:
     cfg = _config(args)
     trainer = make_trainer(args, data, cfg)
     n_init = trainer.num_gaussians
-    history: dict = {"train": [], "test": []}
+    # train: per-step PSNR (running mean); train_eval / test: all training / held-out views,
+    # as (step, PSNR[, training seconds so far])
+    history: dict = {"train": [], "train_eval": [], "test": []}
     ema, t_start, cpu_start = None, time.perf_counter(), time.process_time()
     bar = tqdm(total=cfg.steps if cfg.steps else None, disable=args.no_progress, unit="step",
                dynamic_ncols=True)
@@ -135,8 +145,10 @@ def train(args, data: Dataset, out: Path) -> dict:
         s = trainer.step_count
         if s % 10 == 0:
             history["train"].append((s, ema))
-        if data.test and args.eval_every and s % args.eval_every == 0:
-            history["test"].append((s, trainer.evaluate(data.test)["psnr"]))
+        if args.eval_every and s % args.eval_every == 0:
+            history["train_eval"].append((s, trainer.evaluate(data.train)["psnr"], trainer.train_seconds))
+            if data.test:
+                history["test"].append((s, trainer.evaluate(data.test)["psnr"]))
         if data.test and args.snapshot_every and s % args.snapshot_every == 0:
             snapshot(trainer, data.test[0], out / "snapshots" / f"step_{s:06d}.png")
         bar.update(1)
@@ -144,9 +156,10 @@ def train(args, data: Dataset, out: Path) -> dict:
     bar.close()
     wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
     res_train, res_test = trainer.evaluate(data.train), trainer.evaluate(data.test)
+    for key, res in (("train_eval", res_train), ("test", res_test)):
+        if res["views"] and (not history[key] or history[key][-1][0] != trainer.step_count):
+            history[key].append((trainer.step_count, res["psnr"], trainer.train_seconds))
     if data.test:
-        if not history["test"] or history["test"][-1][0] != trainer.step_count:
-            history["test"].append((trainer.step_count, res_test["psnr"]))
         snapshot(trainer, data.test[0], out / "snapshots" / f"step_{trainer.step_count:06d}.png")
     save_ply(out / "point_cloud.ply", trainer.model())
     report = {
