@@ -84,6 +84,16 @@ def test_held_out_psnr_rises_with_steps():
     _check_aligned(tr)
 
 
+def test_minutes_budget_drives_the_schedules():
+    data = _small_data()
+    tr = Trainer.from_points(*data.points, data.extent, TrainConfig(steps=None, minutes=0.4 / 60))
+    assert tr.active_sh_degree() == 0
+    while not tr.done():
+        tr.train_step(data.train)
+    assert tr.train_seconds >= 0.4 and tr.step_count >= 1
+    assert tr.active_sh_degree() == 3  # warm-up follows the time budget's progress
+
+
 def _toy_trainer(n=6):
     """n Gaussians on the x axis: 0,1 small (clone), 2,3 large (split), 4 transparent, 5 plain."""
     params = {
@@ -214,7 +224,7 @@ def test_snowmiku_smoke():
     assert [v.name for v in data.test] == ["20240212_003919.jpg", "20240212_004037.jpg"]
     assert len(data.train) == 11 and data.train[0].image.shape == (93, 124, 3)
     assert data.points[0].shape == (25784, 3)
-    cfg = TrainConfig(steps=30, sh_degree=0, densify_from=1.0, lrs=LearningRates().scaled(2.0))
+    cfg = TrainConfig(steps=20, sh_degree=0, densify_from=1.0, lrs=LearningRates().scaled(2.0))
     tr = Trainer.from_points(*data.points, data.extent, cfg)
     probe = data.train[:4]
     before = tr.evaluate(probe)["psnr"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -171,7 +172,7 @@ def train(args, data: Dataset, out: Path) -> dict:
         "train": res_train, "test": res_test,
         "image_size": [data.train[0].width, data.train[0].height],
         "views": {"train": [v.name for v in data.train], "test": [v.name for v in data.test]},
-        "config": {k: v for k, v in vars(args).items()},
+        "config": dict(vars(args)),
         "densify_log": trainer.log, "history": history,
         "machine": {"device": str(trainer.device), "threads": torch.get_num_threads(),
                     "cpu": platform.processor() or platform.machine(),
@@ -185,8 +186,6 @@ def train(args, data: Dataset, out: Path) -> dict:
 
 def _loadavg() -> float | None:
     try:
-        import os
-
         return os.getloadavg()[0]
     except OSError:
         return None
