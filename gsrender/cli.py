@@ -449,7 +449,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gsrender", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"gsrender {gsrender.__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,render,info,bench}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,render,info,bench,train,loc,voda}")
 
     d = sub.add_parser("demo", help="render the bundled sample scene: PNGs, contact sheet, timings")
     d.add_argument("--out", default="out/demo", help="output folder (default out/demo)")
@@ -485,11 +485,14 @@ def build_parser() -> argparse.ArgumentParser:
     # parsed by benchmarks/fps.py (see main); listed here for --help
     sub.add_parser("bench", help="FPS profiling harness (benchmarks/fps.py; `gsrender bench --help`)",
                    add_help=False)
+    # parsed by gsrender/train/run.py (see main); listed here for --help
+    sub.add_parser("train", help="train a 3DGS scene (`gsrender train --help`)", add_help=False)
+
+    # the applications register their own subcommands (imported here: they pull in OpenCV etc.)
     from gsrender.loc.cli import add_loc_parser  # SplitGS-Loc: `gsrender loc build|query`
+    from gsrender.voda.cli import add_parser as add_voda_parser  # VODA: `gsrender voda`
 
     add_loc_parser(sub)
-    from gsrender.voda.cli import add_parser as add_voda_parser  # VODA (gsrender/voda/cli.py)
-
     add_voda_parser(sub)
     return p
 
@@ -498,6 +501,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:  # every option after it belongs to the fps harness
         return cmd_bench(argv[1:])
+    if argv[:1] == ["train"]:  # every option after it belongs to the trainer
+        from gsrender.train.run import main as train_main
+
+        return train_main(argv[1:])
     args = build_parser().parse_args(argv)
     for name in ("max_views", "orbit", "width", "height"):
         v = getattr(args, name, None)

@@ -1,0 +1,110 @@
+"""Adaptive density control as in 3DGS: gradient statistics, clone / split, prune, opacity reset.
+
+The statistic is the norm of the screen-space gradient of each Gaussian's projected mean
+(meta["means2d"]), averaged over the views in which it was visible. Like gsplat, the pixel-space
+gradient is scaled by (W/2, H/2) so it is the NDC gradient the original code thresholds at 2e-4.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gsrender.synthetic import quat_to_rotmat
+from gsrender.train import optim
+from gsrender.train.params import NAMES
+
+SPLIT_CHILDREN = 2
+SPLIT_SHRINK = 0.8 * SPLIT_CHILDREN  # children get scale / 1.6
+
+
+@dataclass
+class DensifyConfig:
+    grad_threshold: float = 2e-4  # mean NDC gradient norm that marks under-reconstruction
+    percent_dense: float = 0.01  # clone when max scale <= this · extent, else split
+    min_opacity: float = 0.005  # prune below
+    max_screen_radius: float = 20.0  # pixels; prune larger (after the first opacity reset)
+    max_world_scale: float = 0.1  # · extent; prune larger (after the first opacity reset)
+    max_gaussians: int = 150_000  # growth stops at this count (CPU speed)
+    reset_opacity: float = 0.01  # opacity reset clamps every opacity to at most this
+
+
+class GradStats:
+    """Per-Gaussian running sums since the last densification."""
+
+    def __init__(self, n: int, device: torch.device):
+        self.accum = torch.zeros(n, device=device)  # [N] Σ ‖∇ means2d‖ (NDC)
+        self.denom = torch.zeros(n, device=device)  # [N] views in which visible
+        self.max_radii = torch.zeros(n, device=device)  # [N] largest screen radius (pixels)
+
+    def update(self, v_means2d: torch.Tensor, radii: torch.Tensor, width: int, height: int) -> None:
+        """v_means2d [C,N,2] gradient of the loss w.r.t. meta["means2d"], radii [C,N,2]."""
+        C = v_means2d.shape[0]
+        # the loss averages over the C views: undo it so the statistic does not depend on C
+        scale = v_means2d.new_tensor([0.5 * width * C, 0.5 * height * C])
+        norm = (v_means2d * scale).norm(dim=-1)  # [C, N]
+        vis = (radii > 0).any(-1)  # [C, N]
+        self.accum += (norm * vis).sum(0)
+        self.denom += vis.sum(0)
+        self.max_radii = torch.maximum(self.max_radii, radii.amax(dim=(0, 2)).to(self.max_radii))
+
+    def mean_grad(self) -> torch.Tensor:
+        return self.accum / self.denom.clamp_min(1)  # [N]
+
+
+def _split_rows(params: dict, idx: torch.Tensor, generator: torch.Generator | None) -> dict:
+    """SPLIT_CHILDREN children per Gaussian idx: means sampled from the Gaussian itself,
+    scales / 1.6, everything else copied."""
+    rep = {k: params[k].detach()[idx].repeat_interleave(SPLIT_CHILDREN, 0) for k in NAMES}
+    scales = rep["log_scales"].exp()  # [M, 3]
+    noise = torch.randn(scales.shape, generator=generator, device=scales.device) * scales
+    R = quat_to_rotmat(rep["quats"])  # [M, 3, 3]
+    rep["means"] = rep["means"] + (R @ noise[..., None])[..., 0]
+    rep["log_scales"] = (scales / SPLIT_SHRINK).log()
+    return rep
+
+
+def densify_and_prune(params: dict, opt: torch.optim.Adam, stats: GradStats, cfg: DensifyConfig,
+                      extent: float, prune_large: bool,
+                      generator: torch.Generator | None = None) -> dict[str, int]:
+    """Clone small and split large Gaussians whose mean gradient exceeds the threshold (at most
+    cfg.max_gaussians in total, largest gradients first), then prune transparent ones (and, when
+    prune_large, ones too big on screen or in the world). Returns counts."""
+    with torch.no_grad():
+        n = params["means"].shape[0]
+        grads = stats.mean_grad()
+        max_scale = params["log_scales"].exp().amax(-1)  # [N]
+        cand = (grads >= cfg.grad_threshold).nonzero().squeeze(1)
+        room = max(cfg.max_gaussians - n, 0)  # each clone or split adds one Gaussian net
+        if cand.numel() > room:
+            cand = cand[grads[cand].argsort(descending=True)[:room]]
+        small = max_scale[cand] <= cfg.percent_dense * extent
+        clone_idx, split_idx = cand[small], cand[~small]
+        new = {k: params[k].detach()[clone_idx] for k in NAMES}
+        children = _split_rows(params, split_idx, generator)
+        optim.append_rows(opt, params, {k: torch.cat([new[k], children[k]]) for k in NAMES})
+
+        n_new = clone_idx.numel() + children["means"].shape[0]
+        parent = torch.zeros(n + n_new, dtype=torch.bool, device=grads.device)
+        parent[split_idx] = True
+        transparent = (torch.sigmoid(params["logit_opacities"]) < cfg.min_opacity) & ~parent
+        drop = parent | transparent
+        large = torch.zeros_like(drop)
+        if prune_large:
+            radii = torch.cat([stats.max_radii, stats.max_radii.new_zeros(n_new)])
+            large = (radii > cfg.max_screen_radius) | \
+                (params["log_scales"].exp().amax(-1) > cfg.max_world_scale * extent)
+            large &= ~drop
+            drop |= large
+        optim.keep_rows(opt, params, ~drop)
+    return {"cloned": int(clone_idx.numel()), "split": int(split_idx.numel()),
+            "pruned_transparent": int(transparent.sum()), "pruned_large": int(large.sum()),
+            "total": int(params["means"].shape[0])}
+
+
+def reset_opacity(params: dict, opt: torch.optim.Adam, value: float) -> None:
+    """Clamp every opacity to at most `value` (moments zeroed), so that Gaussians which stay
+    useless fall below min_opacity and get pruned."""
+    with torch.no_grad():
+        cap = torch.logit(torch.tensor(value)).item()
+        optim.overwrite(opt, params, "logit_opacities", params["logit_opacities"].clamp_max(cap))

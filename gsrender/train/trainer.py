@@ -1,0 +1,181 @@
+"""The 3DGS optimisation loop on top of gsrender.rasterize (Kerbl et al. 2023, the original schedule
+scaled to a step or time budget).
+
+Schedules are functions of the budget's progress in [0, 1] (steps done / steps, or training
+seconds / budget seconds, whichever is further), so a run given only minutes still decays its
+position learning rate, warms up SH degrees and stops densifying at the same relative points.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from gsrender import metrics
+from gsrender.render import RenderOutput, rasterize
+from gsrender.scene import GaussianModel
+from gsrender.train import densify as dens
+from gsrender.train import optim
+from gsrender.train.data import View
+from gsrender.train.params import activated, params_from_model, params_from_points, to_model
+
+BACKGROUNDS = ("black", "white", "random")
+
+
+@dataclass
+class TrainConfig:
+    steps: int | None = 3000  # budget in optimiser steps (one view per step), and/or
+    minutes: float | None = None  # budget in training minutes (evaluation time not counted)
+    sh_degree: int = 3
+    ssim_lambda: float = 0.2  # loss = (1−λ)·L1 + λ·(1−SSIM)
+    background: str = "random"  # training background; evaluation uses black (white if "white")
+    lrs: optim.LearningRates = field(default_factory=optim.LearningRates)
+    densify: dens.DensifyConfig = field(default_factory=dens.DensifyConfig)
+    densify_every: int = 100  # steps between densifications
+    densify_from: float = 0.05  # progress window of densification (3DGS: 500 / 15000 of 30000)
+    densify_until: float = 0.5
+    # steps between opacity resets, as 3DGS (3000): each reset costs a few hundred steps of
+    # recovery, so budgets under 2 intervals of densification get none (0: never)
+    opacity_reset_every: int = 3000
+    sh_every: float = 1 / 30  # progress per added SH degree (3DGS: 1000 of 30000)
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.steps is None and self.minutes is None:
+            raise ValueError("steps and minutes: give at least one budget")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.minutes is not None and not self.minutes > 0:
+            raise ValueError(f"minutes must be > 0, got {self.minutes}")
+        if self.background not in BACKGROUNDS:
+            raise ValueError(f"background must be one of {BACKGROUNDS}, got {self.background!r}")
+        if not 0 <= self.sh_degree <= 3:
+            raise ValueError(f"sh_degree must be in [0, 3], got {self.sh_degree}")
+        if not 0.0 <= self.ssim_lambda <= 1.0:
+            raise ValueError(f"ssim_lambda must lie in [0, 1], got {self.ssim_lambda}")
+
+
+class Trainer:
+    """Holds the raw parameters, their Adam optimiser and the densification statistics."""
+
+    def __init__(self, params: dict[str, torch.Tensor], extent: float, cfg: TrainConfig):
+        self.cfg, self.extent = cfg, float(extent)
+        self.device = params["means"].device
+        self.params = dict(params)
+        self.opt = optim.make_optimizer(self.params, cfg.lrs, self.extent)
+        self.stats = dens.GradStats(self.num_gaussians, self.device)
+        self.gen = torch.Generator(self.device).manual_seed(cfg.seed)
+        self.step_count = 0
+        self.train_seconds = 0.0
+        self._order: list[int] = []
+        self.log: list[dict] = []  # densification events
+
+    @classmethod
+    def from_points(cls, xyz, rgb, extent: float, cfg: TrainConfig) -> Trainer:
+        return cls(params_from_points(xyz, rgb, cfg.sh_degree), extent, cfg)
+
+    @classmethod
+    def from_model(cls, model: GaussianModel, extent: float, cfg: TrainConfig) -> Trainer:
+        return cls(params_from_model(model, cfg.sh_degree), extent, cfg)
+
+    @property
+    def num_gaussians(self) -> int:
+        return int(self.params["means"].shape[0])
+
+    def progress(self) -> float:
+        p = 0.0
+        if self.cfg.steps is not None:
+            p = self.step_count / self.cfg.steps
+        if self.cfg.minutes is not None:
+            p = max(p, self.train_seconds / (60.0 * self.cfg.minutes))
+        return p
+
+    def done(self) -> bool:
+        return self.progress() >= 1.0
+
+    def active_sh_degree(self) -> int:
+        return min(self.cfg.sh_degree, int(self.progress() / self.cfg.sh_every))
+
+    def model(self) -> GaussianModel:
+        return to_model(self.params)
+
+    def _background(self, train: bool) -> torch.Tensor:
+        if train and self.cfg.background == "random":
+            return torch.rand(3, generator=self.gen, device=self.device)
+        return torch.full((3,), 1.0 if self.cfg.background == "white" else 0.0, device=self.device)
+
+    def render(self, views: list[View], background: torch.Tensor | None = None,
+               sh_degree: int | None = None) -> RenderOutput:
+        """Renders views (same image size) with the current parameters."""
+        means, quats, scales, opac, sh = activated(self.params)
+        vms = torch.stack([v.viewmat for v in views])  # [C, 4, 4]
+        Ks = torch.stack([v.K for v in views])  # [C, 3, 3]
+        deg = self.active_sh_degree() if sh_degree is None else sh_degree
+        bg = self._background(train=False) if background is None else background
+        return rasterize(means, quats, scales, opac, sh, vms, Ks, views[0].width, views[0].height,
+                         sh_degree=deg, backgrounds=bg)
+
+    def _next_view(self, views: list[View]) -> View:
+        # every training view once per epoch, in a fresh random order (3DGS's viewpoint stack)
+        if not self._order:
+            self._order = torch.randperm(len(views), generator=torch.Generator().manual_seed(
+                self.cfg.seed + self.step_count)).tolist()
+        return views[self._order.pop()]
+
+    def loss(self, img: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        lam = self.cfg.ssim_lambda
+        l1 = (img - target).abs().mean()
+        return (1 - lam) * l1 + lam * (1 - metrics.ssim(img, target)) if lam > 0 else l1
+
+    def train_step(self, views: list[View]) -> dict:
+        """One optimiser step on the next training view, then densification when due."""
+        t0 = time.perf_counter()
+        cfg = self.cfg
+        prog = self.progress()
+        optim.set_means_lr(self.opt, optim.exp_decay(prog, cfg.lrs.means_init * self.extent,
+                                                     cfg.lrs.means_final * self.extent))
+        view = self._next_view(views)
+        out = self.render([view], background=self._background(train=True))
+        means2d = out.meta["means2d"]  # [1, N, 2]
+        means2d.retain_grad()
+        img = out.colors  # [1, H, W, 3]
+        loss = self.loss(img, view.image[None])
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        densifying = prog < cfg.densify_until
+        if densifying and means2d.grad is not None:
+            self.stats.update(means2d.grad, out.meta["radii"], view.width, view.height)
+        self.opt.step()
+        self.step_count += 1
+        event = self._densify_if_due(densifying)
+        self.train_seconds += time.perf_counter() - t0
+        return {"loss": float(loss.detach()), "psnr": metrics.psnr(img.detach().clamp(0, 1), view.image[None]),
+                "n": self.num_gaussians, "densify": event}
+
+    def _densify_if_due(self, densifying: bool) -> dict | None:
+        cfg, event, step = self.cfg, None, self.step_count
+        if densifying and self.progress() >= cfg.densify_from and step % cfg.densify_every == 0:
+            # after the first opacity reset interval, also prune Gaussians that grew too large
+            large = 0 < cfg.opacity_reset_every < step
+            event = dens.densify_and_prune(self.params, self.opt, self.stats, cfg.densify,
+                                           self.extent, prune_large=large, generator=self.gen)
+            event["step"] = step
+            self.log.append(event)
+            self.stats = dens.GradStats(self.num_gaussians, self.device)
+        if densifying and cfg.opacity_reset_every > 0 and step % cfg.opacity_reset_every == 0:
+            dens.reset_opacity(self.params, self.opt, cfg.densify.reset_opacity)
+            self.log.append({"step": step, "opacity_reset": True})
+        return event
+
+    @torch.no_grad()
+    def evaluate(self, views: list[View]) -> dict:
+        """Mean PSNR / SSIM over views (one render each, colours clamped to [0, 1])."""
+        if not views:
+            return {"psnr": None, "ssim": None, "views": 0}
+        ps, ss = [], []
+        for v in views:
+            img = self.render([v]).colors.clamp(0, 1)
+            ps.append(metrics.psnr(img, v.image[None]))
+            ss.append(float(metrics.ssim(img, v.image[None])))
+        return {"psnr": sum(ps) / len(ps), "ssim": sum(ss) / len(ss), "views": len(views)}
