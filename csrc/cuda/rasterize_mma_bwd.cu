@@ -27,6 +27,7 @@
 #include <tuple>
 
 #include "gsrender/mma_fragments.h"
+#include "mma_tile.cuh"
 #include "ptx.cuh"
 #include "rasterize_mma.cuh"
 
@@ -34,9 +35,9 @@ namespace gsrender {
 namespace gpu {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr unsigned kFull = 0xffffffffu;
+constexpr int kWarps = kMmaWarps;
+constexpr int kThreads = kMmaThreads;
+constexpr unsigned kFull = kFullMask;
 constexpr int kCB = 16;             // channels per batch: one k16 step of dW, two n8 tiles of dF
 constexpr int kStride = kCB + 8;    // halves per shared row: 48 bytes, conflict-free ldmatrix
 constexpr int kSubPixels = 32;      // a warp's sub-tile: two m16 blocks
@@ -48,9 +49,7 @@ struct WarpBuffers {
 };
 
 struct BwdShared {
-  Stage<float> s;
-  PixelBox box[kThreads];
-  uint8_t packed[kWarps][kThreads];
+  ChunkStage cs;
   WarpBuffers buf[kWarps];
 };
 
@@ -72,11 +71,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
     ptx::mma_m16n8k16_f16(d, a, b, d);
 }
 
-__device__ __forceinline__ bool lane_inside(const RasterArgs<float>& p, int ox, int oy, int lane,
-                                            int b, int h) {
-  return ox + mma::lane_px(lane) < p.width && oy + mma::lane_py(b, h) < p.height;
-}
-
 template <bool kBf16, bool kSorted>
 __global__ void __launch_bounds__(kThreads, 1)
     rasterize_mma_bwd_kernel(const RasterArgs<float> p, const RasterBwdIO<float> io,
@@ -85,10 +79,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = mma::lane_quad(lane);
   const int gq = mma::lane_group(lane);
   const TileRun run = tile_run(p, blockIdx.x);
-  const int ox = run.tx * 16 + mma::kSubW * (warp & 1), oy = run.ty * 16 + mma::kSubH * (warp >> 1);
+  const int ox = subtile_x(run, warp), oy = subtile_y(run, warp);
   const mma::DeviceQuad quad;
   WarpBuffers& wb = sh.buf[warp];
-  uint8_t* packed = sh.packed[warp];
+  const uint8_t* packed = sh.cs.packed[warp];
   const float s_f = *ba.f_scale;
 
   // The lane's 4 pixels (block b, row half h): forward state, then the gradient terms.
@@ -118,46 +112,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
   for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kThreads) {
-    const bool warp_done = __all_sync(kFull, done[0][0] && done[0][1] && done[1][0] && done[1][1]);
+    const bool warp_done = __all_sync(kFull, all_done(done));
     if (__syncthreads_count(lane == 0 && warp_done) == kWarps) break;
-    const int32_t i = chunk0 + static_cast<int32_t>(threadIdx.x);
-    if (i < run.end) {
-      stage_gaussian(sh.s, threadIdx.x, p, p.flatten_ids[i]);
-      sh.box[threadIdx.x] = support_pixel_box<float>(sh.s.mx[threadIdx.x], sh.s.my[threadIdx.x],
-                                                     sh.s.a[threadIdx.x], sh.s.b[threadIdx.x],
-                                                     sh.s.c[threadIdx.x], sh.s.opacity[threadIdx.x]);
-    }
+    stage_chunk_entry(sh.cs, p, chunk0, run.end);
     __syncthreads();
     const int n = min(kThreads, run.end - chunk0);
     if (warp_done) continue;
-
-    int count = 0;  // packing, as in the forward
-    for (int base = 0; base < n; base += 32) {
-      const int j = base + lane;
-      const bool hit = j < n && sh.box[j].meets(ox, oy, ox + mma::kSubW - 1, oy + mma::kSubH - 1);
-      const unsigned m = __ballot_sync(kFull, hit);
-      if (hit) packed[count + __popc(m & ((1u << lane) - 1u))] = static_cast<uint8_t>(j);
-      count += __popc(m);
-    }
-    __syncwarp();
+    const int count = pack_subtile(sh.cs, warp, lane, n, ox, oy);
 
     for (int g0 = 0; g0 < count; g0 += mma::kK) {
-      if (__all_sync(kFull, done[0][0] && done[0][1] && done[1][0] && done[1][1])) break;
+      if (__all_sync(kFull, all_done(done))) break;
       // ---- W of the group (forward recompute), staged as f16/bf16 rows for Wᵀ
       mma::LaneGaussians<float> lg;
       int pos1[4];
       float phi[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int k = g0 + mma::lane_col(lane, j);
-        const bool ok = k < count;
-        const int e = ok ? packed[k] : 0;
-        lg.mx[j] = sh.s.mx[e], lg.my[j] = sh.s.my[e];
-        lg.a[j] = sh.s.a[e], lg.b[j] = sh.s.b[e], lg.c[j] = sh.s.c[e];
-        lg.opacity[j] = ok ? sh.s.opacity[e] : 0.0f;
-        phi[j] = sh.s.phi[e];
-        pos1[j] = ok ? chunk0 + e + 1 : 0;
-      }
+      lane_columns(sh.cs, packed, lane, g0, count, chunk0, lg, pos1, phi);
       float alpha[2][2][4], w[2][2][4];
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
@@ -205,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int64_t ch = c0 + 8 * seg;
           const bool ok = g0 + r < count && ch < ba.CHp;
           const uint16_t* src =
-              ok ? ba.f + int64_t(sh.s.id[packed[g0 + r]]) * ba.CHp + ch : ba.f;
+              ok ? ba.f + int64_t(sh.cs.s.id[packed[g0 + r]]) * ba.CHp + ch : ba.f;
           ptx::cp_async_cg16(&wb.f[r][8 * seg], src, ok ? 16 : 0);
         }
         ptx::cp_async_commit();
@@ -237,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int k = g0 + gq + 8 * (e >> 1);
             const int64_t ch = c0 + 8 * nt + 2 * t + (e & 1);
             if (k < count && ch < p.CH && df[e] != 0.0f)
-              atomicAdd(io.v_colors + int64_t(sh.s.id[packed[k]]) * p.CH + ch,
+              atomicAdd(io.v_colors + int64_t(sh.cs.s.id[packed[k]]) * p.CH + ch,
                         df[e] * ba.g_scale[ch]);
           }
         }
@@ -273,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               const float net = dwp[j] - gnet[b][h];
               v_al = net * phi[j] + v_ao[b][h] * t_final[b][h] / om;
               const int e = packed[g0 + mma::lane_col(lane, j)];
-              v_dep[j] += net * al * depth_weight_dz<float>(p.depths[sh.s.id[e]], phi[j],
+              v_dep[j] += net * al * depth_weight_dz<float>(p.depths[sh.cs.s.id[e]], phi[j],
                                                              p.sigma_w, p.beta);
             }
             ag[j].add(v_al, al, lg.opacity[j], lg.a[j], lg.b[j], lg.c[j], lg.mx[j] - pcx,
@@ -292,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int off = 4; off < 32; off <<= 1) v[q] += __shfl_xor_sync(kFull, v[q], off);
         const int k = g0 + mma::lane_col(lane, j);
         if (gq == 0 && k < count) {
-          const int64_t id = sh.s.id[packed[k]];
+          const int64_t id = sh.cs.s.id[packed[k]];
           float* dst[7] = {io.v_means2d + 2 * id, io.v_means2d + 2 * id + 1, io.v_conics + 3 * id,
                            io.v_conics + 3 * id + 1, io.v_conics + 3 * id + 2,
                            io.v_opacities + id, io.v_depths + id};

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "gsrender/mma_fragments.h"
+#include "mma_tile.cuh"
 #include "ptx.cuh"
 #include "rasterize_mma.cuh"
 
@@ -32,10 +33,9 @@ namespace gsrender {
 namespace gpu {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;  // one staged list entry per thread
-static_assert(kThreads == kMaxThreads, "Stage holds one entry per thread");
-constexpr unsigned kFull = 0xffffffffu;
+constexpr int kWarps = kMmaWarps;
+constexpr int kThreads = kMmaThreads;
+constexpr unsigned kFull = kFullMask;
 
 // Operand type of a precision: 16-bit storage (ldmatrix B) or 32-bit (tf32, B from shared loads).
 // kPad pads a shared row by 16 bytes so the 8 rows one ldmatrix phase reads hit distinct banks.
@@ -86,9 +86,7 @@ struct FeatureBuffer {
 
 template <int kImpl, int kNT>
 struct MmaShared {
-  Stage<float> s;                            // the chunk's list entries
-  PixelBox box[kThreads];                    // their support boxes
-  uint8_t packed[kWarps][kThreads];          // per warp: chunk slots meeting its sub-tile
+  ChunkStage cs;                             // the chunk, its boxes, the warps' packed slots
   FeatureBuffer<kImpl, kNT> feat[kWarps];    // per warp: the group's feature rows
   unsigned long long computed, useful;       // the tile's pair statistics
 };
@@ -113,12 +111,6 @@ __device__ __forceinline__ void fetch_group(typename FeatureBuffer<kImpl, kNT>::
   ptx::cp_async_commit();
 }
 
-// Pixel (ox + g, oy + 2b + h) of the lane lies inside the image.
-__device__ __forceinline__ bool inside_image(const RasterArgs<float>& p, int ox, int oy, int lane,
-                                             int b, int h) {
-  return ox + mma::lane_px(lane) < p.width && oy + mma::lane_py(b, h) < p.height;
-}
-
 template <int kImpl, int kNT, bool kSorted>
 __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks per SM
     rasterize_mma_fwd_kernel(const RasterArgs<float> p, const FwdOut<float> o,
@@ -127,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks p
   __shared__ MmaShared<kImpl, kNT> sh;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = mma::lane_quad(lane);
   const TileRun run = tile_run(p, blockIdx.x);
-  const int ox = run.tx * 16 + mma::kSubW * (warp & 1), oy = run.ty * 16 + mma::kSubH * (warp >> 1);
+  const int ox = subtile_x(run, warp), oy = subtile_y(run, warp);
   const int64_t c0 = int64_t(blockIdx.y) * kNT * mma::kN;  // the block's channel batch
   const mma::DeviceQuad quad;
 
@@ -140,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks p
   for (int b = 0; b < 2; ++b)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      done[b][h] = !inside_image(p, ox, oy, lane, b, h);
+      done[b][h] = !lane_inside(p, ox, oy, lane, b, h);
       trans[b][h] = 1.0f, wsum[b][h] = 0.0f, last[b][h] = run.start;
     }
   float acc[2][kNT][4];
@@ -153,63 +145,40 @@ __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks p
   if (threadIdx.x == 0) sh.computed = sh.useful = 0;  // published by the first barrier below
   int32_t walked = run.start;
   auto& buf = sh.feat[warp].v;
-  uint8_t* packed = sh.packed[warp];
+  const uint8_t* packed = sh.cs.packed[warp];
 
   for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kThreads) {
-    const bool warp_done = __all_sync(kFull, done[0][0] && done[0][1] && done[1][0] && done[1][1]);
+    const bool warp_done = __all_sync(kFull, all_done(done));
     // All sub-tiles saturated: stop. The count is also the barrier that keeps this chunk's
     // staging from overwriting entries another warp still reads.
     if (__syncthreads_count(lane == 0 && warp_done) == kWarps) break;
-    const int32_t i = chunk0 + static_cast<int32_t>(threadIdx.x);
-    if (i < run.end) {
-      stage_gaussian(sh.s, threadIdx.x, p, p.flatten_ids[i]);
-      sh.box[threadIdx.x] = support_pixel_box<float>(sh.s.mx[threadIdx.x], sh.s.my[threadIdx.x],
-                                                     sh.s.a[threadIdx.x], sh.s.b[threadIdx.x],
-                                                     sh.s.c[threadIdx.x], sh.s.opacity[threadIdx.x]);
-    }
+    stage_chunk_entry(sh.cs, p, chunk0, run.end);
     __syncthreads();
     const int n = min(kThreads, run.end - chunk0);
     walked = chunk0 + n;
     if (warp_done) continue;
 
     // 1. packing: slots of the chunk whose support meets this warp's sub-tile, in list order
-    int count = 0;
-    for (int base = 0; base < n; base += 32) {
-      const int j = base + lane;
-      const bool hit = j < n && sh.box[j].meets(ox, oy, ox + mma::kSubW - 1, oy + mma::kSubH - 1);
-      const unsigned m = __ballot_sync(kFull, hit);
-      if (hit) packed[count + __popc(m & ((1u << lane) - 1u))] = static_cast<uint8_t>(j);
-      count += __popc(m);
-    }
-    __syncwarp();
+    const int count = pack_subtile(sh.cs, warp, lane, n, ox, oy);
     if (count == 0) continue;
 
     unsigned computed = 0, useful = 0;  // this chunk's pairs (per lane ≤ 4 rows × 256 × 16)
-    fetch_group<kImpl, kNT>(buf[0], feat, CHp, c0, sh.s, packed, 0, count, lane);
+    fetch_group<kImpl, kNT>(buf[0], feat, CHp, c0, sh.cs.s, packed, 0, count, lane);
     int cur = 0;
     for (int g0 = 0; g0 < count; g0 += mma::kK, cur ^= 1) {
-      if (__all_sync(kFull, done[0][0] && done[0][1] && done[1][0] && done[1][1])) break;
+      if (__all_sync(kFull, all_done(done))) break;
       // 3. prefetch the next group's rows (an empty commit keeps the wait count uniform)
       if (g0 + mma::kK < count)
-        fetch_group<kImpl, kNT>(buf[cur ^ 1], feat, CHp, c0, sh.s, packed, g0 + mma::kK, count, lane);
+        fetch_group<kImpl, kNT>(buf[cur ^ 1], feat, CHp, c0, sh.cs.s, packed, g0 + mma::kK, count,
+                                lane);
       else
         ptx::cp_async_commit();
 
-      // 2. the lane's 4 Gaussian columns (padding: opacity 0 → α 0, pos1 0)
+      // 2. the lane's 4 Gaussian columns, their α, W by the quad scan, straight into A fragments
       mma::LaneGaussians<float> lg;
       int pos1[4];
       float phi[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int k = g0 + mma::lane_col(lane, j);
-        const bool ok = k < count;
-        const int e = ok ? packed[k] : 0;
-        lg.mx[j] = sh.s.mx[e], lg.my[j] = sh.s.my[e];
-        lg.a[j] = sh.s.a[e], lg.b[j] = sh.s.b[e], lg.c[j] = sh.s.c[e];
-        lg.opacity[j] = ok ? sh.s.opacity[e] : 0.0f;
-        phi[j] = sh.s.phi[e];
-        pos1[j] = ok ? chunk0 + e + 1 : 0;
-      }
+      lane_columns(sh.cs, packed, lane, g0, count, chunk0, lg, pos1, phi);
       AFrag<kImpl> a[2];
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
@@ -272,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks p
   for (int b = 0; b < 2; ++b)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (!inside_image(p, ox, oy, lane, b, h)) continue;
+      if (!lane_inside(p, ox, oy, lane, b, h)) continue;
       const int64_t pix =
           (run.cam * p.height + oy + mma::lane_py(b, h)) * p.width + ox + mma::lane_px(lane);
       float* dst = o.render + pix * p.CH;
