@@ -870,3 +870,12 @@ def cameras_from_json(path) -> tuple[torch.Tensor, torch.Tensor, int, int, list[
         raise ValueError(f"path: {str(path)!r} needs finite 3x3 K and 4x4 viewmat_w2c_opencv per camera")
     names = [str(c.get("name", f"cam_{i:03d}")) for i, c in enumerate(data)]
     return vms, ks, int(width), int(height), names
+
+
+def removal3d_scene(split: str, seed: int = 0, **kwargs):
+    """The Removal-3D benchmark scene of VODA (gsrender.voda.removal3d.make_removal3d): layered
+    objects with ground-truth object ids, cameras on hemisphere rings, RGB, instance masks and
+    depth per view. split: isolated / touching / occluding / thin."""
+    from gsrender.voda.removal3d import make_removal3d  # the generator builds on this module
+
+    return make_removal3d(split, seed, **kwargs)

@@ -379,3 +379,14 @@ def test_sample_scene_loads():
     ref = S.make_scene(24_000, n_objects=5, seed=0, sh_degree=1, feature_dim=16, feature_kind="object")
     assert torch.equal(m.object_ids, ref.object_ids)
     assert torch.allclose(m.means, ref.means)
+
+
+def test_removal3d_scene_from_synthetic():
+    # the VODA benchmark generator is reachable from gsrender.synthetic, seeded and labelled
+    a = S.removal3d_scene("touching", seed=2, width=48, height=36)
+    b = S.removal3d_scene("touching", seed=2, width=48, height=36)
+    assert torch.equal(a.model.means, b.model.means) and torch.equal(a.masks, b.masks)
+    ids = a.model.object_ids
+    assert set(ids.unique().tolist()) == set(range(a.n_objects + 1))  # floor/walls + objects
+    assert a.rgb.shape == (a.viewmats.shape[0], 36, 48, 3)
+    assert set(a.masks.unique().tolist()) <= set(range(a.n_objects + 1))
