@@ -10,13 +10,13 @@ export MAX_JOBS ?= $(shell nproc)
 
 .PHONY: setup build demo test bench lint clean
 
+# gsplat is installed for its pure-PyTorch reference functions (the compatibility tests): a
+# pure-Python wheel whose CUDA kernels would only be JIT-built on first CUDA use.
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel ninja
 	$(PY) -m pip install -q torch==$(TORCH_VERSION)
 	$(PY) -m pip install -q numpy plyfile imageio opencv-python-headless tqdm matplotlib pytest hypothesis ruff
-	# gsplat's pure-PyTorch reference functions, for the compatibility tests (a pure-Python wheel;
-	# its CUDA kernels would only be JIT-built on first CUDA use, which the tests never do)
 	BUILD_NO_CUDA=1 $(PY) -m pip install -q --no-deps gsplat==1.5.3
 	touch $@
 
