@@ -21,36 +21,27 @@ namespace ptx {
 //   b[2]: B 16×8 "col" (K-contiguous per column): b[0] = (k = 2t..2t+1, n = g), b[1] = (k = 2t+8..,
 //         n = g) (low half = lower k)
 //   c[4], d[4]: f32, d[0..1] = (g, 2t..2t+1), d[2..3] = (g+8, 2t..2t+1)
-// d may alias c (accumulate in place).
+// d may alias c (accumulate in place). The three MMA wrappers share one body (GSR_MMA_BODY);
+// only the instruction differs.
+#if GSR_PTX_SM80
+#define GSR_MMA_BODY(INSTR)                                                                      \
+  asm volatile(INSTR " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"   \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                  \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),    \
+                 "f"(c[1]), "f"(c[2]), "f"(c[3]))
+#else
+#define GSR_MMA_BODY(INSTR) ((void)d, (void)a, (void)b, (void)c, __trap())
+#endif
+
 __device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4],
                                                  const uint32_t (&b)[2], const float (&c)[4]) {
-#if GSR_PTX_SM80
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-        "f"(c[2]), "f"(c[3]));
-#else
-  (void)d, (void)a, (void)b, (void)c;
-  __trap();
-#endif
+  GSR_MMA_BODY("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32");
 }
 
 // Same layouts with bfloat16 operands.
 __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4],
                                                   const uint32_t (&b)[2], const float (&c)[4]) {
-#if GSR_PTX_SM80
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-        "f"(c[2]), "f"(c[3]));
-#else
-  (void)d, (void)a, (void)b, (void)c;
-  __trap();
-#endif
+  GSR_MMA_BODY("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
 }
 
 // D = A·B + C for one m16n8k8 tile with tf32 operands (32-bit registers holding tf32 values):
@@ -59,18 +50,10 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const uint32_t 
 //   c[4], d[4]: as m16n8k16.
 __device__ __forceinline__ void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4],
                                                  const uint32_t (&b)[2], const float (&c)[4]) {
-#if GSR_PTX_SM80
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-        "f"(c[2]), "f"(c[3]));
-#else
-  (void)d, (void)a, (void)b, (void)c;
-  __trap();
-#endif
+  GSR_MMA_BODY("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
 }
+
+#undef GSR_MMA_BODY
 
 // float → tf32 (round to nearest, ties away; the low 13 mantissa bits cleared).
 __device__ __forceinline__ uint32_t to_tf32(float x) {

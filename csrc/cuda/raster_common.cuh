@@ -104,6 +104,21 @@ __device__ __forceinline__ void stage_gaussian(Stage<T>& s, int k, const RasterA
   s.phi[k] = p.sorted ? T(1) : depth_weight<T>(p.depths[id], p.sigma_w, p.beta);
 }
 
+// Stages the next batch of the tile's list, entries [b0, b0 + blockDim.x) (one per thread), and
+// returns its size; returns 0 (nothing staged) once every pixel of the block is done. The
+// __syncthreads_count doubles as the barrier that keeps the batch from overwriting entries
+// another thread still reads. Every thread must call it.
+template <typename T>
+__device__ __forceinline__ int stage_next_batch(Stage<T>& s, const RasterArgs<T>& p,
+                                                const TileRun& run, int32_t b0, bool done) {
+  const int nthreads = static_cast<int>(blockDim.x);
+  if (__syncthreads_count(done) == nthreads) return 0;
+  const int32_t i = b0 + static_cast<int32_t>(threadIdx.x);
+  if (i < run.end) stage_gaussian(s, threadIdx.x, p, p.flatten_ids[i]);
+  __syncthreads();
+  return min(nthreads, run.end - b0);
+}
+
 // Sum over the 32 lanes of a warp; every lane must call it (lane 0 gets the total).
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {

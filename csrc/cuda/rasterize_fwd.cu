@@ -46,13 +46,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   int32_t walked = run.start;  // list entries staged (the same in every thread)
 
   for (int32_t b0 = run.start; b0 < run.end; b0 += nthreads) {
-    // Stop once every pixel of the tile has saturated; the count doubles as the barrier that
-    // keeps the next batch from overwriting entries still being read.
-    if (__syncthreads_count(done) == nthreads) break;
-    const int32_t i = b0 + static_cast<int32_t>(threadIdx.x);
-    if (i < run.end) stage_gaussian(s, threadIdx.x, p, p.flatten_ids[i]);
-    __syncthreads();
-    const int n = min(nthreads, run.end - b0);
+    const int n = stage_next_batch(s, p, run, b0, done);
+    if (n == 0) break;  // every pixel of the tile has saturated
     walked = b0 + n;
     for (int j = 0; j < n && !done; ++j) {
       ++evaluated;

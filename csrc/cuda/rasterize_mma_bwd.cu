@@ -35,9 +35,6 @@ namespace gsrender {
 namespace gpu {
 namespace {
 
-constexpr int kWarps = kMmaWarps;
-constexpr int kThreads = kMmaThreads;
-constexpr unsigned kFull = kFullMask;
 constexpr int kCB = 16;             // channels per batch: one k16 step of dW, two n8 tiles of dF
 constexpr int kStride = kCB + 8;    // halves per shared row: 48 bytes, conflict-free ldmatrix
 constexpr int kSubPixels = 32;      // a warp's sub-tile: two m16 blocks
@@ -50,7 +47,7 @@ struct WarpBuffers {
 
 struct BwdShared {
   ChunkStage cs;
-  WarpBuffers buf[kWarps];
+  WarpBuffers buf[kMmaWarps];
 };
 
 struct BwdArgs {
@@ -72,7 +69,7 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
 }
 
 template <bool kBf16, bool kSorted>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kMmaThreads, 1)
     rasterize_mma_bwd_kernel(const RasterArgs<float> p, const RasterBwdIO<float> io,
                              const BwdArgs ba) {
   __shared__ BwdShared sh;
@@ -111,17 +108,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
 
-  for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kThreads) {
-    const bool warp_done = __all_sync(kFull, all_done(done));
-    if (__syncthreads_count(lane == 0 && warp_done) == kWarps) break;
+  for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kMmaThreads) {
+    const bool warp_done = __all_sync(kFullMask, all_done(done));
+    if (__syncthreads_count(lane == 0 && warp_done) == kMmaWarps) break;
     stage_chunk_entry(sh.cs, p, chunk0, run.end);
     __syncthreads();
-    const int n = min(kThreads, run.end - chunk0);
+    const int n = min(kMmaThreads, run.end - chunk0);
     if (warp_done) continue;
     const int count = pack_subtile(sh.cs, warp, lane, n, ox, oy);
 
     for (int g0 = 0; g0 < count; g0 += mma::kK) {
-      if (__all_sync(kFull, all_done(done))) break;
+      if (__all_sync(kFullMask, all_done(done))) break;
       // ---- W of the group (forward recompute), staged as f16/bf16 rows for Wᵀ
       mma::LaneGaussians<float> lg;
       int pos1[4];
@@ -136,11 +133,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           if constexpr (kSorted) {
             mma::row_weights(alpha[b][h], pos1, t, quad, trans[b][h], done[b][h], last[b][h],
                              w[b][h]);
-          } else {
-            float tr = 1.0f, ws = 0.0f;  // the forward's reductions are not needed here
+          } else {  // w = α·φ; the forward's Σw and Π(1 − α) come from aux / alphas
 #pragma unroll
-            for (int j = 0; j < 4; ++j) alpha[b][h][j] = done[b][h] ? 0.0f : alpha[b][h][j];
-            mma::row_weights_weighted(alpha[b][h], phi, quad, tr, ws, w[b][h]);
+            for (int j = 0; j < 4; ++j) {
+              alpha[b][h][j] = done[b][h] ? 0.0f : alpha[b][h][j];
+              w[b][h][j] = alpha[b][h][j] * phi[j];
+            }
           }
           // W rows (pixel 16b + g + 8h), columns 2t, 2t+1 | 2t+8, 2t+9, as f16x2 / bf16x2 pairs
           uint32_t* row = reinterpret_cast<uint32_t*>(wb.w[16 * b + gq + 8 * h]);
@@ -258,7 +256,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int q = 0; q < 7; ++q)
 #pragma unroll
-          for (int off = 4; off < 32; off <<= 1) v[q] += __shfl_xor_sync(kFull, v[q], off);
+          for (int off = 4; off < 32; off <<= 1) v[q] += __shfl_xor_sync(kFullMask, v[q], off);
         const int k = g0 + mma::lane_col(lane, j);
         if (gq == 0 && k < count) {
           const int64_t id = sh.cs.s.id[packed[k]];
@@ -285,10 +283,10 @@ template <bool kBf16>
 void launch(const RasterArgs<float>& p, const RasterBwdIO<float>& io, const BwdArgs& ba,
             int64_t n_tiles, cudaStream_t stream) {
   if (p.sorted)
-    rasterize_mma_bwd_kernel<kBf16, true><<<static_cast<unsigned>(n_tiles), kThreads, 0, stream>>>(
+    rasterize_mma_bwd_kernel<kBf16, true><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
         p, io, ba);
   else
-    rasterize_mma_bwd_kernel<kBf16, false><<<static_cast<unsigned>(n_tiles), kThreads, 0, stream>>>(
+    rasterize_mma_bwd_kernel<kBf16, false><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
         p, io, ba);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -33,9 +33,6 @@ namespace gsrender {
 namespace gpu {
 namespace {
 
-constexpr int kWarps = kMmaWarps;
-constexpr int kThreads = kMmaThreads;
-constexpr unsigned kFull = kFullMask;
 
 // Operand type of a precision: 16-bit storage (ldmatrix B) or 32-bit (tf32, B from shared loads).
 // kPad pads a shared row by 16 bytes so the 8 rows one ldmatrix phase reads hit distinct banks.
@@ -87,7 +84,7 @@ struct FeatureBuffer {
 template <int kImpl, int kNT>
 struct MmaShared {
   ChunkStage cs;                             // the chunk, its boxes, the warps' packed slots
-  FeatureBuffer<kImpl, kNT> feat[kWarps];    // per warp: the group's feature rows
+  FeatureBuffer<kImpl, kNT> feat[kMmaWarps];    // per warp: the group's feature rows
   unsigned long long computed, useful;       // the tile's pair statistics
 };
 
@@ -112,7 +109,7 @@ __device__ __forceinline__ void fetch_group(typename FeatureBuffer<kImpl, kNT>::
 }
 
 template <int kImpl, int kNT, bool kSorted>
-__global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks per SM
+__global__ void __launch_bounds__(kMmaThreads, 2)  // ≤ 128 registers: 2 blocks per SM
     rasterize_mma_fwd_kernel(const RasterArgs<float> p, const FwdOut<float> o,
                              const typename Operand<kImpl>::T* __restrict__ feat, int64_t CHp,
                              const float* __restrict__ ch_scale) {
@@ -147,14 +144,14 @@ __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks p
   auto& buf = sh.feat[warp].v;
   const uint8_t* packed = sh.cs.packed[warp];
 
-  for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kThreads) {
-    const bool warp_done = __all_sync(kFull, all_done(done));
+  for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kMmaThreads) {
+    const bool warp_done = __all_sync(kFullMask, all_done(done));
     // All sub-tiles saturated: stop. The count is also the barrier that keeps this chunk's
     // staging from overwriting entries another warp still reads.
-    if (__syncthreads_count(lane == 0 && warp_done) == kWarps) break;
+    if (__syncthreads_count(lane == 0 && warp_done) == kMmaWarps) break;
     stage_chunk_entry(sh.cs, p, chunk0, run.end);
     __syncthreads();
-    const int n = min(kThreads, run.end - chunk0);
+    const int n = min(kMmaThreads, run.end - chunk0);
     walked = chunk0 + n;
     if (warp_done) continue;
 
@@ -166,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // ≤ 128 registers: 2 blocks p
     fetch_group<kImpl, kNT>(buf[0], feat, CHp, c0, sh.cs.s, packed, 0, count, lane);
     int cur = 0;
     for (int g0 = 0; g0 < count; g0 += mma::kK, cur ^= 1) {
-      if (__all_sync(kFull, all_done(done))) break;
+      if (__all_sync(kFullMask, all_done(done))) break;
       // 3. prefetch the next group's rows (an empty commit keeps the wait count uniform)
       if (g0 + mma::kK < count)
         fetch_group<kImpl, kNT>(buf[cur ^ 1], feat, CHp, c0, sh.cs.s, packed, g0 + mma::kK, count,
@@ -280,9 +277,9 @@ void launch(const RasterArgs<float>& p, const FwdOut<float>& o, const at::Tensor
   const T* f = reinterpret_cast<const T*>(feat.data_ptr());
   const float* sc = scale.data_ptr<float>();
   if (p.sorted)
-    rasterize_mma_fwd_kernel<kImpl, kNT, true><<<grid, kThreads, 0, stream>>>(p, o, f, CHp, sc);
+    rasterize_mma_fwd_kernel<kImpl, kNT, true><<<grid, kMmaThreads, 0, stream>>>(p, o, f, CHp, sc);
   else
-    rasterize_mma_fwd_kernel<kImpl, kNT, false><<<grid, kThreads, 0, stream>>>(p, o, f, CHp, sc);
+    rasterize_mma_fwd_kernel<kImpl, kNT, false><<<grid, kMmaThreads, 0, stream>>>(p, o, f, CHp, sc);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -51,11 +51,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   T tr = T(1);
   bool done = !px.inside;
   for (int32_t b0 = run.start; b0 < run.end; b0 += nthreads) {
-    if (__syncthreads_count(done) == nthreads) break;
-    const int32_t i = b0 + static_cast<int32_t>(threadIdx.x);
-    if (i < run.end) stage_gaussian(s, threadIdx.x, p, p.flatten_ids[i]);
-    __syncthreads();
-    const int n = min(nthreads, run.end - b0);
+    const int n = stage_next_batch(s, p, run, b0, done);
+    if (n == 0) break;
     for (int j = 0; j < n && !done; ++j) {
       const T alpha = pair_alpha<T>(
           s.opacity[j], gaussian_sigma<T>(s.a[j], s.b[j], s.c[j], s.mx[j] - pcx, s.my[j] - pcy));

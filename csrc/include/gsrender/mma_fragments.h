@@ -109,30 +109,38 @@ GSR_HOST_DEVICE int sel(bool c, int a, int b) { return c ? a : b; }
 GSR_HOST_DEVICE float vmin(float a, float b) { return b < a ? b : a; }
 GSR_HOST_DEVICE int vmax(int a, int b) { return b > a ? b : a; }
 
-// Exclusive product scan of one value per lane along the 4 lanes of a quad (t = 0..3):
-// excl = Π_{t'<t} p(t'), total = Π_{all t'} p(t') (broadcast from t = 3). Two shuffle-up steps
-// (Hillis–Steele), one shift, one broadcast.
-template <class V, class I, class Q>
-GSR_HOST_DEVICE void quad_exclusive_product(const V& p, const I& t, Q& q, V& excl, V& total) {
-  V incl = p;
+// Exclusive scan of one value per lane along the 4 lanes of a quad (t = 0..3) under an
+// associative op with identity `id`: excl = op over lanes t' < t, total = op over all 4
+// (broadcast from t = 3). Two shuffle-up steps (Hillis–Steele), one shift, one broadcast.
+template <class V, class I, class Q, class Op>
+GSR_HOST_DEVICE void quad_exclusive_scan(const V& x, const I& t, Q& q, Op op, const V& id, V& excl,
+                                         V& total) {
+  V incl = x;
   V up = q.up(incl, 1);
-  incl = sel(t >= 1, incl * up, incl);
+  incl = sel(t >= 1, op(incl, up), incl);
   up = q.up(incl, 2);
-  incl = sel(t >= 2, incl * up, incl);
-  excl = sel(t >= 1, q.up(incl, 1), V(1.0f));
+  incl = sel(t >= 2, op(incl, up), incl);
+  excl = sel(t >= 1, q.up(incl, 1), id);
   total = q.idx(incl, 3);
 }
 
-// Exclusive sum scan along the 4 lanes of a quad (the backward's running Σ w·dW along a row).
+struct Mul {
+  template <class V>
+  GSR_HOST_DEVICE V operator()(const V& a, const V& b) const { return a * b; }
+};
+struct Add {
+  template <class V>
+  GSR_HOST_DEVICE V operator()(const V& a, const V& b) const { return a + b; }
+};
+
+// Π (transmittance factors) and Σ (the backward's running w·dW) along a quad.
+template <class V, class I, class Q>
+GSR_HOST_DEVICE void quad_exclusive_product(const V& p, const I& t, Q& q, V& excl, V& total) {
+  quad_exclusive_scan(p, t, q, Mul{}, V(1.0f), excl, total);
+}
 template <class V, class I, class Q>
 GSR_HOST_DEVICE void quad_exclusive_sum(const V& x, const I& t, Q& q, V& excl, V& total) {
-  V incl = x;
-  V up = q.up(incl, 1);
-  incl = sel(t >= 1, incl + up, incl);
-  up = q.up(incl, 2);
-  incl = sel(t >= 2, incl + up, incl);
-  excl = sel(t >= 1, q.up(incl, 1), V(0.0f));
-  total = q.idx(incl, 3);
+  quad_exclusive_scan(x, t, q, Add{}, V(0.0f), excl, total);
 }
 
 // Per-column prefix of x along one pixel row of a batch (columns 0–7 over the quad's low pairs,
