@@ -11,13 +11,15 @@ export MAX_JOBS ?= $(shell nproc)
 .PHONY: setup build demo test bench lint clean
 
 # gsplat is installed for its pure-PyTorch reference functions (the compatibility tests): a
-# pure-Python wheel whose CUDA kernels would only be JIT-built on first CUDA use.
+# pure-Python wheel whose CUDA kernels would only be JIT-built on first CUDA use. PoseLib is
+# SplitGS-Loc's default PnP + RANSAC (OpenCV's USAC when it is absent).
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel ninja
 	$(PY) -m pip install -q torch==$(TORCH_VERSION)
 	$(PY) -m pip install -q numpy plyfile imageio opencv-python-headless tqdm matplotlib pytest hypothesis ruff
 	BUILD_NO_CUDA=1 $(PY) -m pip install -q --no-deps gsplat==1.5.3
+	$(PY) -m pip install -q poselib==2.0.5
 	touch $@
 
 setup: $(VENV)/.deps

@@ -66,17 +66,19 @@ def backproject(kp, depth, K, viewmat):
     return (pc - t) @ R  # Rᵀ(pc − t)
 
 
-def run_synthetic(args) -> tuple[dict, dict]:
-    torch.manual_seed(0)
+def run_seed(args, seed: int) -> dict:
+    """One seeded room, its degraded map, training views and queries; every method's map and
+    per-query results -> {method: raw lists and map facts}."""
+    torch.manual_seed(seed)
     W, H = 640, 480
     t0 = time.perf_counter()
-    room = RM.make_room(args.n_gaussians, seed=0)
-    smap = RM.degrade(room, seed=1)
+    room = RM.make_room(args.n_gaussians, seed=seed)
+    smap = RM.degrade(room, merge_share=args.merge_share, seed=seed + 1)
     tv1, tK = RM.loop_cameras(args.views_per_loop, radius=0.5, height=1.1, width=W, height_px=H)
     tv2, _ = RM.loop_cameras(args.views_per_loop, radius=0.7, height=1.5,
                              yaw_offset_deg=180.0 / args.views_per_loop, width=W, height_px=H)
     train_vm, train_K = torch.cat([tv1, tv2]), torch.cat([tK, tK])
-    gen = torch.Generator().manual_seed(7)
+    gen = torch.Generator().manual_seed(7 + seed)
     qv, qK = RM.loop_cameras(args.queries, radius=0.6, height=1.3, yaw_offset_deg=7.0, width=W,
                              height_px=H)
     query_vm = RM.perturb_cameras(qv, gen, trans=0.1, rot_deg=5.0)
@@ -84,9 +86,9 @@ def run_synthetic(args) -> tuple[dict, dict]:
     query_rgb, query_depth = render_views(room, query_vm, qK, W, H)
     query_rgb = torch.stack([photometric_change(im, gen) for im in query_rgb])
     t_render = time.perf_counter() - t0
-    print(f"room {room.num_gaussians} Gaussians, degraded map {smap.num_gaussians}; rendered "
-          f"{train_vm.shape[0]} training views and {qv.shape[0]} queries in {t_render:.1f}s",
-          flush=True)
+    print(f"seed {seed}: room {room.num_gaussians} Gaussians, degraded map {smap.num_gaussians}; "
+          f"rendered {train_vm.shape[0]} training views and {qv.shape[0]} queries in "
+          f"{t_render:.1f}s", flush=True)
 
     sift = SiftExtractor(n_features=args.n_features)
     t1 = time.perf_counter()
@@ -96,39 +98,60 @@ def run_synthetic(args) -> tuple[dict, dict]:
     cached = train_feats.__getitem__
     view_ids = list(range(len(train_feats)))
 
-    results, table = {}, []
+    raw = {}
     for name in METHODS:
         tb = time.perf_counter()
         m, info = P.build_map(smap, train_vm, train_K, view_ids, W, H, cached, P.preset(name))
         build_s = time.perf_counter() - tb + t_feat  # SIFT on the training views is part of it
-        t_err, r_err, times, inl_ratio, err3d = [], [], [], [], []
+        r = {"t_err": [], "r_err": [], "times": [], "inlier_ratio": [], "err3d": [],
+             "map_points": info["map_points"], "build_s": build_s,
+             "n_gaussians": info["n_gaussians"], "n_selected": info["n_selected"]}
         for q in range(qv.shape[0]):
             res = localize(query_rgb[q], qK[q].numpy(), m.points, m.descriptors, sift)
-            times.append(res.timings_ms)
+            r["times"].append(res.timings_ms)
             vm = query_vm[q].double().numpy()
-            if res.success:
-                te, re = LM.pose_errors(vm[:3, :3], vm[:3, 3], res.R, res.t)
-            else:
-                te, re = math.inf, math.inf
-            t_err.append(te), r_err.append(re)
+            te, re = (LM.pose_errors(vm[:3, :3], vm[:3, 3], res.R, res.t) if res.success
+                      else (math.inf, math.inf))
+            r["t_err"].append(te), r["r_err"].append(re)
             nm = len(res.matches)
-            inl_ratio.append(float(res.inliers.sum()) / nm if nm else 0.0)
+            r["inlier_ratio"].append(float(res.inliers.sum()) / nm if nm else 0.0)
             if res.inliers.any():
                 mm = res.matches[res.inliers]
                 kps = res.keypoints[mm[:, 0]]
                 gt = backproject(kps, query_depth[q].numpy(), qK[q].numpy(), vm)
-                err3d.append(float(np.median(np.linalg.norm(gt - m.points[mm[:, 1]].numpy(), axis=1))))
-        s = LM.summarize(t_err, r_err)
+                r["err3d"].append(float(np.median(np.linalg.norm(gt - m.points[mm[:, 1]].numpy(),
+                                                                 axis=1))))
+        raw[name] = r
+        s = LM.summarize(r["t_err"], r["r_err"])
+        print(f"  {name}: {info['map_points']} map points, build {build_s:.1f}s, median t "
+              f"{s['median_t_cm']:.2f} cm, R@2cm2° {100 * s['recall_2cm2deg']:.0f}%", flush=True)
+    return raw
+
+
+def pool(runs: list[dict]) -> dict:
+    """Every method's metrics over the queries of all seeds together (medians and recalls over
+    the pooled queries; map points and build time are per-seed means)."""
+    results = {}
+    for name in METHODS:
+        rs = [run[name] for run in runs]
+
+        def cat(key, rs=rs):
+            return [x for r in rs for x in r[key]]
+
+        times = cat("times")
         stage = {k: float(np.median([t[k] for t in times])) for k in times[0]}
-        row = {**s, "map_points": info["map_points"], "build_s": build_s,
-               "query_ms": stage["total"], "stages_ms": stage,
-               "inlier_ratio": float(np.median(inl_ratio)),
-               "matched_3d_err_cm": float(np.median(err3d) * 100) if err3d else math.inf,
-               "n_gaussians": info["n_gaussians"], "n_selected": info["n_selected"]}
-        results[name] = row
-        table.append((name, row))
-        print(f"  {name}: done ({build_s:.1f}s build)", flush=True)
-    return results, {"table": table}
+        err3d = cat("err3d")
+        results[name] = {
+            **LM.summarize(cat("t_err"), cat("r_err")),
+            "map_points": round(float(np.mean([r["map_points"] for r in rs]))),
+            "build_s": float(np.mean([r["build_s"] for r in rs])),
+            "query_ms": stage["total"], "stages_ms": stage,
+            "inlier_ratio": float(np.median(cat("inlier_ratio"))),
+            "matched_3d_err_cm": float(np.median(err3d) * 100) if err3d else math.inf,
+            "n_gaussians": round(float(np.mean([r["n_gaussians"] for r in rs]))),
+            "n_selected": round(float(np.mean([r["n_selected"] for r in rs]))),
+            "queries": len(times)}
+    return results
 
 
 def fmt_table(results: dict) -> str:
@@ -163,13 +186,19 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="the ≤ 10 min configuration")
     ap.add_argument("--json", type=Path, help="write {method: metrics} here")
     ap.add_argument("--no-real", action="store_true", help="skip the snowmiku real-image check")
+    ap.add_argument("--seeds", type=int, help="rooms (seeds 0..n-1) pooled (quick 2, full 4)")
+    ap.add_argument("--merge-share", type=float, default=RM.DEFAULT_MERGE_SHARE,
+                    help="share of the surface merged at each cell size: the map's degradation")
     args = ap.parse_args(argv)
     args.n_gaussians = 150_000 if args.quick else 300_000
     args.views_per_loop = 12 if args.quick else 24
     args.queries = 20 if args.quick else 40
     args.n_features, args.train_features = 2000, 3000
     torch.set_num_threads(min(torch.get_num_threads(), 2) if args.quick else torch.get_num_threads())
-    results, _ = run_synthetic(args)
+    n_seeds = args.seeds or (2 if args.quick else 4)
+    results = pool([run_seed(args, seed) for seed in range(n_seeds)])
+    print(f"pooled over {n_seeds} rooms, {results['B0']['queries']} queries "
+          f"(merge share {args.merge_share}):")
     print(fmt_table(results))
     print("targets (SplitGS-Loc vs B0):\n  " + "\n  ".join(targets(results)))
     if args.json:

@@ -35,7 +35,10 @@ def test_mutual_nn_hand_built():
         mutual_nn(q[:, :3], ref)
 
 
-def test_pnp_with_outliers_recovers_pose():
+@pytest.mark.parametrize("backend", ["opencv", "poselib"])
+def test_pnp_with_outliers_recovers_pose(backend):
+    if backend == "poselib":
+        pytest.importorskip("poselib")
     rng = np.random.default_rng(0)
     K = np.array([[500.0, 0, 320], [0, 500.0, 240], [0, 0, 1]])
     R, t = _rot([0.2, 1.0, 0.1], 20.0), np.array([0.1, -0.2, 3.0])
@@ -45,12 +48,12 @@ def test_pnp_with_outliers_recovers_pose():
     uv += rng.normal(0, 0.3, uv.shape)
     out = rng.random(300) < 0.4  # 40 % outliers
     uv[out] = rng.uniform([0, 0], [640, 480], (out.sum(), 2))
-    ok, R_est, t_est, inl = solve_pnp(uv, X, K, 640, 480, backend="opencv")
+    ok, R_est, t_est, inl = solve_pnp(uv, X, K, 640, 480, backend=backend)
     assert ok
     te, re = LM.pose_errors(R, t, R_est, t_est)
     assert te < 0.01 and re < 0.2
     assert inl[~out].mean() > 0.9 and inl[out].mean() < 0.05
-    ok, *_ = solve_pnp(uv[:3], X[:3], K, 640, 480)
+    ok, *_ = solve_pnp(uv[:3], X[:3], K, 640, 480, backend=backend)
     assert not ok
     with pytest.raises(ValueError, match="points2d"):
         solve_pnp(uv, X[:10], K, 640, 480)

@@ -50,45 +50,32 @@ def make_room(n_gaussians: int = 120_000, extent: float = 1.6, height: float = 2
     return replace(room, sh=rgb_to_sh(rgb)[:, None, :])
 
 
-def degrade(model: GaussianModel, *, merge_share: float = 0.4, merge_cell: float = 0.2,
-            floater_share: float = 0.05, jitter: float = 0.003, seed: int = 0) -> GaussianModel:
-    """A map like a photometric 3DGS: merge_share of the surface (whole cells of side merge_cell)
-    merged into one large Gaussian per cell (moment-matched mean and covariance, mean colour,
-    max opacity), low-opacity floaters (floater_share of N) in the room's volume, and Gaussian
-    position jitter of std `jitter`."""
+# A photometric 3DGS fits texture with Gaussians of many sizes, few of them as fine as the
+# surfels: merging at three cell sizes (12, 6 and 3 cm: about 37, 18 and 9 px wide at 1.5 m in
+# the 640×480 views), half of what is left at each, leaves 1/8 of the surface as fine surfels and
+# the rest as Gaussians several to tens of pixels wide: the many-to-one case splitting targets.
+DEFAULT_MERGE_CELLS = (0.12, 0.06, 0.03)
+DEFAULT_MERGE_SHARE = 0.5
+
+
+def degrade(model: GaussianModel, *, merge_share: float = DEFAULT_MERGE_SHARE,
+            merge_cells: float | tuple[float, ...] = DEFAULT_MERGE_CELLS,
+            floater_share: float = 0.05,
+            jitter: float = 0.003, seed: int = 0) -> GaussianModel:
+    """A map like a photometric 3DGS: at each cell size of merge_cells (largest first), the share
+    merge_share of the not yet merged surface (whole cells) is merged into one large Gaussian per
+    cell (moment-matched mean and covariance, mean colour, max opacity); then low-opacity
+    floaters (floater_share of N) in the room's volume, and Gaussian position jitter of std
+    `jitter`."""
     gen = torch.Generator().manual_seed(seed)
     N = model.num_gaussians
-    cells = torch.floor(model.means.double() / merge_cell).long()
-    _, inv = torch.unique(cells, dim=0, return_inverse=True)
-    n_cells = int(inv.max()) + 1
-    merged_cell = torch.rand(n_cells, generator=gen) < merge_share
-    m = merged_cell[inv]  # [N] Gaussians that get merged
-    keep = model.subset(~m)
-    # moment matching per merged cell: mean, covariance (own covariance + spread), colour
-    from gsrender.reference import covariances
-
-    idx = m.nonzero().squeeze(1)
-    cid = torch.unique(inv[idx], return_inverse=True)[1]
-    G = int(cid.max()) + 1 if idx.numel() else 0
-    merged = []
-    if G:
-        mu = model.means[idx].double()
-        cov = covariances(model.quats[idx].double(), model.scales[idx].double())
-        cnt = torch.zeros(G, dtype=torch.float64).index_add_(0, cid, torch.ones_like(cid, dtype=torch.float64))
-        mean = torch.zeros(G, 3, dtype=torch.float64).index_add_(0, cid, mu) / cnt[:, None]
-        d = mu - mean[cid]
-        second = cov + d[:, :, None] * d[:, None, :]
-        C = torch.zeros(G, 3, 3, dtype=torch.float64).index_add_(0, cid, second) / cnt[:, None, None]
-        evals, evecs = torch.linalg.eigh(C + 1e-10 * torch.eye(3, dtype=torch.float64))
-        evecs = evecs * torch.linalg.det(evecs).sign()[:, None, None]  # proper rotations
-        scales = evals.clamp_min(1e-8).sqrt()
-        sh = torch.zeros(G, *model.sh.shape[1:], dtype=model.sh.dtype).index_add_(
-            0, cid, model.sh[idx]) / cnt[:, None, None].to(model.sh.dtype)
-        op = torch.zeros(G).scatter_reduce_(0, cid, model.opacities[idx].float(), reduce="amax",
-                                            include_self=False)
-        merged.append(GaussianModel(means=mean.float(), quats=_rotmat_to_quat(evecs).float(),
-                                    scales=scales.float(), opacities=op, sh=sh,
-                                    object_ids=torch.zeros(G, dtype=torch.int64)))
+    cells = (merge_cells,) if isinstance(merge_cells, (int, float)) else tuple(merge_cells)
+    merged, rest = [], model
+    for cell in sorted(cells, reverse=True):
+        m = _merge_cells(rest, cell, merge_share, gen)
+        if m is not None:
+            merged.append(m[0])
+            rest = m[1]
     n_f = int(floater_share * N)
     lo, hi = model.means.min(0).values, model.means.max(0).values
     floaters = GaussianModel(
@@ -97,8 +84,44 @@ def degrade(model: GaussianModel, *, merge_share: float = 0.4, merge_cell: float
         opacities=0.05 + 0.25 * torch.rand(n_f, generator=gen),
         sh=rgb_to_sh(torch.rand(n_f, 3, generator=gen))[:, None, :],
         object_ids=torch.zeros(n_f, dtype=torch.int64))
-    out = GaussianModel.cat([keep, *merged, floaters])
+    out = GaussianModel.cat([rest, *merged, floaters])
     return replace(out, means=out.means + jitter * torch.randn(out.means.shape, generator=gen))
+
+
+def _merge_cells(model: GaussianModel, cell: float, share: float, gen: torch.Generator,
+                 ) -> tuple[GaussianModel, GaussianModel] | None:
+    """Merges the Gaussians of a random share of the grid cells of side `cell` into one
+    moment-matched Gaussian per cell. -> (merged, the untouched rest), or None if none merged."""
+    from gsrender.reference import covariances
+
+    cells = torch.floor(model.means.double() / cell).long()
+    _, inv = torch.unique(cells, dim=0, return_inverse=True)
+    merged_cell = torch.rand(int(inv.max()) + 1, generator=gen) < share
+    m = merged_cell[inv]  # [N] Gaussians that get merged
+    idx = m.nonzero().squeeze(1)
+    if idx.numel() == 0:
+        return None
+    cid = torch.unique(inv[idx], return_inverse=True)[1]
+    G = int(cid.max()) + 1
+    # moment matching per merged cell: mean, covariance (own covariance + spread), colour
+    mu = model.means[idx].double()
+    cov = covariances(model.quats[idx].double(), model.scales[idx].double())
+    cnt = torch.zeros(G, dtype=torch.float64).index_add_(0, cid, torch.ones_like(cid, dtype=torch.float64))
+    mean = torch.zeros(G, 3, dtype=torch.float64).index_add_(0, cid, mu) / cnt[:, None]
+    d = mu - mean[cid]
+    second = cov + d[:, :, None] * d[:, None, :]
+    C = torch.zeros(G, 3, 3, dtype=torch.float64).index_add_(0, cid, second) / cnt[:, None, None]
+    evals, evecs = torch.linalg.eigh(C + 1e-10 * torch.eye(3, dtype=torch.float64))
+    evecs = evecs * torch.linalg.det(evecs).sign()[:, None, None]  # proper rotations
+    scales = evals.clamp_min(1e-8).sqrt()
+    sh = torch.zeros(G, *model.sh.shape[1:], dtype=model.sh.dtype).index_add_(
+        0, cid, model.sh[idx]) / cnt[:, None, None].to(model.sh.dtype)
+    op = torch.zeros(G).scatter_reduce_(0, cid, model.opacities[idx].float(), reduce="amax",
+                                        include_self=False)
+    return (GaussianModel(means=mean.float(), quats=_rotmat_to_quat(evecs).float(),
+                          scales=scales.float(), opacities=op, sh=sh,
+                          object_ids=torch.zeros(G, dtype=torch.int64)),
+            model.subset(~m))
 
 
 def _rotmat_to_quat(R: torch.Tensor) -> torch.Tensor:
