@@ -45,5 +45,10 @@ def test_loc_build_and_query_cli(tmp_path, capsys):
     assert ok, "no held-out photo localized"
     # the plush spans ~20 SfM units: a localized photo is within a unit and a few degrees
     assert min(q["t_err"] for q in ok) < 1.0 and min(q["r_err_deg"] for q in ok) < 5.0
+    assert main(["loc", "query", "--map", str(tmp_path / "map.npz"), "--cameras-json",
+                 str(tmp_path / "query.json"), "--images", images, "--pnp", "opencv", "--json",
+                 str(tmp_path / "q_cv.json")]) == 0  # the OpenCV USAC path localizes too
+    ok_cv = [q for q in json.loads((tmp_path / "q_cv.json").read_text())["queries"] if q["success"]]
+    assert ok_cv and min(q["t_err"] for q in ok_cv) < 1.0
     assert main(["loc", "query", "--map", str(tmp_path / "scene.ply"), "--cameras-json",
                  str(tmp_path / "query.json"), "--images", images]) == 1  # not a map file

@@ -25,6 +25,8 @@ def add_loc_parser(sub) -> None:
     q.add_argument("--map", required=True, help="map file from `gsrender loc build`")
     _cameras_args(q)
     q.add_argument("--json", default=None, help="write per-image poses (and errors) here")
+    q.add_argument("--pnp", default="auto", choices=("auto", "poselib", "opencv"),
+                   help="PnP + RANSAC backend (auto: PoseLib when installed, else OpenCV USAC)")
     q.set_defaults(func=cmd_query)
 
 
@@ -93,7 +95,7 @@ def cmd_query(args) -> int:
     sift = SiftExtractor(args.max_features)
     rows, t_err, r_err = [], [], []
     for c, im in zip(cams, imgs):
-        r = localize(im, c.K.numpy(), m.points, m.descriptors, sift)
+        r = localize(im, c.K.numpy(), m.points, m.descriptors, sift, backend=args.pnp)
         vm = c.viewmat.double().numpy()
         te, re = LM.pose_errors(vm[:3, :3], vm[:3, 3], r.R, r.t) if r.success else (math.inf,) * 2
         t_err.append(te), r_err.append(re)

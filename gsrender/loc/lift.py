@@ -14,8 +14,9 @@ from gsrender.loc.features import Extractor, check_features
 from gsrender.loc.stats import DEFAULT_TAU_S, WeightStats, merge_stats, view_contributors
 from gsrender.scene import GaussianModel
 
-# Tuned on the synthetic room (benchmarks/loc_synthetic.py): τ_a = 0.3 halves the map points of
-# split maps without better poses; consistency 0.7 drops most well-localised points too.
+# Chosen on the first synthetic room (benchmarks/loc_synthetic.py, one 20 cm merge scale) and
+# kept since: τ_a = 0.3 halves the map points of split maps without better poses; consistency
+# 0.7 drops most well-localised points too.
 DEFAULT_TAU_A = 0.2
 DEFAULT_MIN_CONSISTENCY = 0.5
 
