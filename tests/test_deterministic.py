@@ -192,10 +192,10 @@ def test_cuda_bitwise_and_close_to_cpu(impl, mode, D):
     for _ in range(2):
         again = _grads(tg, radii.cuda(), W, H, mode, True, tile_size=16, impl=impl)
         _assert_bitwise(first, again, f"CUDA impl {impl}")
-    # the f16/bf16 forwards round the channels; the backward is the exact fp32 one
-    bar = 0.999 if impl in (ops.IMPL_MATRIX, ops.IMPL_MATRIX_BF16) else 0.99999
+    # the bar of test_cuda_raster.py's gradient checks (the matrix forwards round the channels
+    # to f16/bf16/tf32, which weighted mode's backward reads through OUT)
     for k, x, y in zip(NAMES, first, cpu):
-        assert _cos(x.cpu(), y) >= bar, k
+        assert _cos(x.cpu(), y) >= 0.999, k
 
 
 @pytest.mark.cuda
