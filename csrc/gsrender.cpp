@@ -51,19 +51,25 @@ TORCH_LIBRARY(gsrender, m) {
   // -> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32 (one past the last tile-list
   //    entry a pixel used), aux [C,H,W] (weighted mode: the weight sum; sorted: T_final),
   //    stats [C,3] int64 (tile-list pairs, packed pairs evaluated, pairs that contributed)
+  // deterministic: not read by the forward (deterministic already); the autograd formula passes
+  // it on to rasterize_bwd.
   m.def(
       "rasterize_fwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
       "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "
-      "int height, int tile_size, int mode, float[] weight_params, int impl) "
+      "int height, int tile_size, int mode, float[] weight_params, int impl, "
+      "bool deterministic=False) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   // -> v_means2d [C,N,2], v_conics [C,N,3], v_opacities [C,N], v_colors [C,N,CH],
   //    v_depths [C,N] (weighted mode only; zeros when sorted), v_backgrounds [C,CH]; impl as
-  //    rasterize_fwd's (the forward's impl: CUDA runs the Tensor Core backward for f16/bf16)
+  //    rasterize_fwd's (the forward's impl: CUDA runs the Tensor Core backward for f16/bf16);
+  //    deterministic: a fixed reduction order, bitwise-reproducible gradients (det_reduce.h; on
+  //    CUDA the exact fp32/fp64 scalar backward for every impl)
   m.def(
       "rasterize_bwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
       "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "
       "int height, int tile_size, int mode, float[] weight_params, Tensor render, Tensor alphas, "
-      "Tensor last_ids, Tensor aux, Tensor v_render, Tensor v_alphas, int impl=0) "
+      "Tensor last_ids, Tensor aux, Tensor v_render, Tensor v_alphas, int impl=0, "
+      "bool deterministic=False) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
 
   // SplitGS-Loc composition-weight statistics (sorted-mode weights w = α·T, DESIGN §7), over the

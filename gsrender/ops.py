@@ -112,16 +112,20 @@ def _bin_tiles_fake(means2d, radii, depths, width, height, tile_size, sort):
 
 def rasterize(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids,
               width: int, height: int, tile_size: int, mode: int, weight_params: Sequence[float],
-              impl: int):
-    """-> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32, aux [C,H,W], stats [C,3]."""
+              impl: int, deterministic: bool = False):
+    """-> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32, aux [C,H,W], stats [C,3].
+    deterministic: the backward reduces in a fixed order (bitwise-reproducible gradients)."""
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
     return _ops.rasterize_fwd(means2d, conics, opacities, colors, depths, backgrounds,
                               tile_offsets, flatten_ids, width, height, tile_size, mode,
-                              list(weight_params), impl)
+                              list(weight_params), impl, deterministic)
 
 
 @torch.library.register_fake("gsrender::rasterize_fwd")
 def _rasterize_fake(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
-                    flatten_ids, width, height, tile_size, mode, weight_params, impl):
+                    flatten_ids, width, height, tile_size, mode, weight_params, impl,
+                    deterministic=False):
     C, CH = means2d.shape[0], colors.shape[2]
     f = means2d.new_empty
     return (f((C, height, width, CH)), f((C, height, width, 1)),
@@ -131,27 +135,28 @@ def _rasterize_fake(means2d, conics, opacities, colors, depths, backgrounds, til
 
 def _rasterize_setup(ctx, inputs, output):
     (means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids, width,
-     height, tile_size, mode, weight_params, impl) = inputs
+     height, tile_size, mode, weight_params, impl, deterministic) = inputs
     render, alphas, last_ids, aux, _ = output
     ctx.has_bg = backgrounds is not None
     ctx.save_for_backward(means2d, conics, opacities, colors, depths,
                           backgrounds if backgrounds is not None else means2d.new_empty(0),
                           tile_offsets, flatten_ids, render, alphas, last_ids, aux)
-    ctx.args = (width, height, tile_size, mode, list(weight_params), impl)
+    ctx.args = (width, height, tile_size, mode, list(weight_params), impl, deterministic)
 
 
 def _rasterize_backward(ctx, v_render, v_alphas, v_last_ids, v_aux, v_stats):
     (means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids, render,
      alphas, last_ids, aux) = ctx.saved_tensors
-    width, height, tile_size, mode, weight_params, impl = ctx.args
+    width, height, tile_size, mode, weight_params, impl, deterministic = ctx.args
     v_render = torch.zeros_like(render) if v_render is None else v_render.contiguous()
     v_alphas = torch.zeros_like(alphas) if v_alphas is None else v_alphas.contiguous()
     v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds = _ops.rasterize_bwd(
         means2d, conics, opacities, colors, depths, backgrounds if ctx.has_bg else None,
         tile_offsets, flatten_ids, width, height, tile_size, mode, weight_params, render, alphas,
-        last_ids, aux, v_render, v_alphas, impl)
+        last_ids, aux, v_render, v_alphas, impl, deterministic)
     return (v_means2d, v_conics, v_opacities, v_colors, v_depths,
-            v_backgrounds if ctx.has_bg else None, None, None, None, None, None, None, None, None)
+            v_backgrounds if ctx.has_bg else None, None, None, None, None, None, None, None, None,
+            None)
 
 
 torch.library.register_autograd("gsrender::rasterize_fwd", _rasterize_backward,
@@ -161,7 +166,7 @@ torch.library.register_autograd("gsrender::rasterize_fwd", _rasterize_backward,
 @torch.library.register_fake("gsrender::rasterize_bwd")
 def _rasterize_bwd_fake(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                         flatten_ids, width, height, tile_size, mode, weight_params, render, alphas,
-                        last_ids, aux, v_render, v_alphas, impl=0):
+                        last_ids, aux, v_render, v_alphas, impl=0, deterministic=False):
     C, N, CH = colors.shape
     f = means2d.new_empty
     return f((C, N, 2)), f((C, N, 3)), f((C, N)), f((C, N, CH)), f((C, N)), f((C, CH))

@@ -101,7 +101,8 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
               near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
               antialiased: bool = False, tile_size: int = 16, precision: str = "auto",
               backend: str = "auto", radius_clip: float = 0.0,
-              weight_params=DEFAULT_WEIGHT_PARAMS, profile: bool = False) -> RenderOutput:
+              weight_params=DEFAULT_WEIGHT_PARAMS, profile: bool = False,
+              deterministic: bool | None = None) -> RenderOutput:
     """Renders N Gaussians into C cameras: RGB, expected depth, alpha and D feature channels in one
     pass. Differentiable in means, quats, scales, opacities, colors, features, backgrounds and
     viewmats. See DESIGN.md §3 for the conventions; shapes:
@@ -109,6 +110,11 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     means [N,3], quats [N,4] wxyz, scales [N,3] > 0, opacities [N] in [0,1], colors [N,3] or
     [C,N,3] (or SH [N,K,3] with sh_degree), viewmats [C,4,4] world-to-camera, Ks [C,3,3],
     features [N,D] or [C,N,D], backgrounds [C,3] or [3].
+
+    deterministic: the rasterizer's backward sums per-Gaussian gradients in a fixed order
+    instead of with atomics, so gradients are bitwise reproducible (whatever the CPU thread
+    count; on CUDA via the exact fp32 scalar backward for every precision). Slower; None follows
+    torch.are_deterministic_algorithms_enabled().
     """
     V.choice(mode, "mode", MODES)
     V.choice(precision, "precision", PRECISIONS)
@@ -126,6 +132,10 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
         raise ValueError(f"eps2d must be >= 0, got {eps2d}")
     if not isinstance(antialiased, bool):
         raise TypeError(f"antialiased must be a bool, got {type(antialiased).__name__}")
+    if deterministic is None:
+        deterministic = torch.are_deterministic_algorithms_enabled()
+    elif not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be a bool or None, got {type(deterministic).__name__}")
     if not isinstance(weight_params, (tuple, list)) or len(weight_params) != 3:
         raise ValueError(f"weight_params must be (sigma, beta, w_bg), got {weight_params!r}")
     weight_params = [V.real(v, f"weight_params[{i}]") for i, v in enumerate(weight_params)]
@@ -163,7 +173,8 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
         render, alphas, _, _, stats = ops.rasterize(
             means2d, conics, opac2d, chans, depths, bg, tile_offsets, flatten_ids, width, height,
             tile_size, ops.SORTED if mode == "sorted" else ops.WEIGHTED,
-            [float(v) for v in weight_params], _impl_for(precision, mode, means2d.device))
+            [float(v) for v in weight_params], _impl_for(precision, mode, means2d.device),
+            deterministic)
     meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
             "opacities": opac2d, "tile_offsets": tile_offsets, "flatten_ids": flatten_ids,
             "n_intersections": flatten_ids.shape[0], "tile_width": -(-width // tile_size),

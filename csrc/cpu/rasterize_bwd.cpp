@@ -2,12 +2,15 @@
 // transmittance for the packed list, then walk batches back to front:
 //   dW = G·Fᵀ and dF += Wᵀ·G as blocked GEMMs, dA from the carried suffix sums, and the
 // elementwise chain to the 2D parameters. Per-tile partial gradients are reduced locally and
-// added to the global buffers once per (tile, Gaussian).
+// added to the global buffers once per (tile, Gaussian), atomically; with deterministic=true
+// they go to per-entry rows instead and a fixed-order reduction sums them (gsrender/det_reduce.h),
+// so the result is the same bit for bit whatever the thread count.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include "gemm.h"
+#include "gsrender/det_reduce.h"
 #include "raster_tile.h"
 
 namespace gsrender {
@@ -147,6 +150,128 @@ void backward_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_
   }
 }
 
+// One (camera, tile) task: the tile's per-entry sums in s.grad2d / s.dcolor / s.ddepth / s.touched
+// and its v_backgrounds share added to s.dbg.
+template <typename T>
+void backward_tile(const RasterArgs<T>& a, const RasterBwdIO<T>& io, int64_t t,
+                   BwdScratch<T>& s) {
+  const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
+  const int64_t cam = t / tiles_per_cam;
+  const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
+  const int32_t start = a.tile_start(t), stop = a.tile_end(t);
+  const int32_t n = stop - start;
+  gather_tile(a, start, stop, s.gs);
+  s.grad2d.assign(n, AlphaGrad<T>());
+  s.dcolor.assign(size_t(n) * a.CH, T(0));
+  s.ddepth.assign(n, T(0));
+  s.touched.assign(n, 0);
+  for_each_subtile(tx, ty, a.tile_size, a.width, a.height,
+                   [&](int ox, int oy, const SubTile& sub) {
+                     backward_subtile(a, cam, start, stop, ox, oy, sub, s, io);
+                   });
+}
+
+template <typename T>
+BwdScratch<T> make_scratch(int64_t CH) {
+  BwdScratch<T> s;
+  s.g.resize(kSubPixels * CH);
+  s.w.resize(kSubPixels * kBatch);
+  s.dw.resize(kSubPixels * kBatch);
+  s.rows.resize(kBatch);
+  s.drows.resize(kBatch);
+  s.dbg.assign(CH, T(0));
+  return s;
+}
+
+// The default reduction: each tile adds its sums to the outputs with one atomic per (entry,
+// field), v_backgrounds once per thread and camera.
+template <typename T>
+void backward_atomic(const RasterArgs<T>& a, const RasterBwdIO<T>& io) {
+  const int64_t CH = a.CH, tiles_per_cam = int64_t(a.TH) * a.TW;
+  at::parallel_for(0, a.C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
+    BwdScratch<T> s = make_scratch<T>(CH);
+    int64_t dbg_cam = begin / std::max<int64_t>(tiles_per_cam, 1);
+    auto flush_dbg = [&] {
+      for (int64_t c = 0; c < CH; ++c)
+        if (s.dbg[c] != T(0)) atomic_add<T>(io.v_backgrounds + dbg_cam * CH + c, s.dbg[c]);
+      std::fill(s.dbg.begin(), s.dbg.end(), T(0));
+    };
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t cam = t / tiles_per_cam;
+      if (cam != dbg_cam) flush_dbg(), dbg_cam = cam;
+      backward_tile(a, io, t, s);
+      for (size_t i = 0; i < s.gs.size(); ++i) {
+        if (!s.touched[i]) continue;
+        const int64_t id = s.gs[i].id;
+        const AlphaGrad<T>& g = s.grad2d[i];
+        atomic_add<T>(io.v_means2d + 2 * id, g.v_mean_x);
+        atomic_add<T>(io.v_means2d + 2 * id + 1, g.v_mean_y);
+        atomic_add<T>(io.v_conics + 3 * id, g.v_a);
+        atomic_add<T>(io.v_conics + 3 * id + 1, g.v_b);
+        atomic_add<T>(io.v_conics + 3 * id + 2, g.v_c);
+        atomic_add<T>(io.v_opacities + id, g.v_opacity);
+        if (s.ddepth[i] != T(0)) atomic_add<T>(io.v_depths + id, s.ddepth[i]);
+        const T* d = s.dcolor.data() + i * CH;
+        T* dst = io.v_colors + id * CH;
+        for (int64_t c = 0; c < CH; ++c)
+          if (d[c] != T(0)) atomic_add<T>(dst + c, d[c]);
+      }
+    }
+    flush_dbg();
+  });
+}
+
+// deterministic=true (gsrender/det_reduce.h): per pass, every tile writes its entries' rows of
+// part (and, first pass, its v_backgrounds row), then each Gaussian's rows are summed in entry
+// order. Untouched entries keep part's zeros.
+template <typename T>
+void backward_deterministic(const RasterArgs<T>& a, const RasterBwdIO<T>& io,
+                            const at::Tensor& flatten_ids, bool has_bg) {
+  const int64_t CH = a.CH, n_tiles = a.C * int64_t(a.TH) * a.TW, G = a.C * a.N;
+  const DetPlan plan = make_det_plan(flatten_ids, G, CH, sizeof(T));
+  const int64_t* order = plan.order.data_ptr<int64_t>();
+  const int64_t* seg = plan.seg.data_ptr<int64_t>();
+  const auto opts = at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
+  at::Tensor bg_part = at::zeros({has_bg ? n_tiles : 0, CH}, opts);  // [tiles, CH]
+  T* bgp = bg_part.data_ptr<T>();
+  const DetOut<T> out{io.v_means2d, io.v_conics, io.v_opacities, io.v_colors, io.v_depths, CH};
+  for (int64_t c0 = 0; c0 < std::max<int64_t>(CH, 1); c0 += plan.chunk) {
+    const DetPass ps = plan.pass(c0, CH);
+    at::Tensor part_t = at::zeros({a.M, ps.stride}, opts);  // [M, kDetFields + nc]
+    T* part = part_t.data_ptr<T>();
+    at::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
+      BwdScratch<T> s = make_scratch<T>(CH);
+      for (int64_t t = begin; t < end; ++t) {
+        backward_tile(a, io, t, s);
+        if (has_bg && ps.first)
+          for (int64_t c = 0; c < CH; ++c) bgp[t * CH + c] = s.dbg[c];
+        std::fill(s.dbg.begin(), s.dbg.end(), T(0));
+        const int64_t start = a.tile_start(t);
+        for (size_t i = 0; i < s.gs.size(); ++i) {
+          if (!s.touched[i]) continue;
+          T* row = part + (start + int64_t(i)) * ps.stride;
+          const AlphaGrad<T>& g = s.grad2d[i];
+          row[kDetMeanX] = g.v_mean_x, row[kDetMeanY] = g.v_mean_y;
+          row[kDetConicA] = g.v_a, row[kDetConicB] = g.v_b, row[kDetConicC] = g.v_c;
+          row[kDetOpacity] = g.v_opacity, row[kDetDepth] = s.ddepth[i];
+          const T* d = s.dcolor.data() + i * CH + ps.c0;
+          std::copy(d, d + ps.nc, row + kDetFields);
+        }
+      }
+    });
+    at::parallel_for(0, G, 256, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g)
+        for (int64_t f = 0; f < ps.stride; ++f) det_reduce_one(out, ps, part, order, seg, g, f);
+    });
+  }
+  if (!has_bg) return;
+  const int64_t per_cam = int64_t(a.TH) * a.TW;
+  for (int64_t cam = 0; cam < a.C; ++cam)
+    for (int64_t c = 0; c < CH; ++c)
+      io.v_backgrounds[cam * CH + c] =
+          det_column_sum<T>(bgp, CH, nullptr, cam * per_cam, (cam + 1) * per_cam, c);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
                   const at::Tensor& opacities, const at::Tensor& colors, const at::Tensor& depths,
@@ -154,12 +279,13 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
                   const at::Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size,
                   int64_t mode, at::ArrayRef<double> weight_params, const at::Tensor& render,
                   const at::Tensor& alphas, const at::Tensor& last_ids, const at::Tensor& aux,
-                  const at::Tensor& v_render, const at::Tensor& v_alphas, int64_t impl) {
+                  const at::Tensor& v_render, const at::Tensor& v_alphas, int64_t impl,
+                  bool deterministic) {
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
   check_binning(in);
-  const int64_t C = means2d.size(0), CH = colors.size(2);
+  const int64_t C = means2d.size(0);
   const auto dt = means2d.scalar_type();
   check_raster_grads(in, width, height, render, alphas, last_ids, aux, v_render, v_alphas);
   check_raster_impl(impl);  // every impl has the same exact fp32/fp64 backward on the CPU
@@ -182,61 +308,16 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   }
   const RasterBwdTensors bufs =
       prepare_raster_bwd(in, render, alphas, last_c, aux, v_render, v_alphas);
+  const bool has_bg = backgrounds.has_value() && backgrounds->defined();
   AT_DISPATCH_FLOATING_TYPES(dt, "rasterize_bwd_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
-    const RasterBwdIO<T> io = bufs.io<T>();
-    const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
-    at::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
-      BwdScratch<T> s;
-      s.g.resize(kSubPixels * CH);
-      s.w.resize(kSubPixels * kBatch);
-      s.dw.resize(kSubPixels * kBatch);
-      s.rows.resize(kBatch);
-      s.drows.resize(kBatch);
-      s.dbg.assign(CH, T(0));
-      int64_t dbg_cam = begin / std::max<int64_t>(tiles_per_cam, 1);
-      auto flush_dbg = [&] {
-        for (int64_t c = 0; c < CH; ++c)
-          if (s.dbg[c] != T(0)) atomic_add<T>(io.v_backgrounds + dbg_cam * CH + c, s.dbg[c]);
-        std::fill(s.dbg.begin(), s.dbg.end(), T(0));
-      };
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t cam = t / tiles_per_cam;
-        if (cam != dbg_cam) flush_dbg(), dbg_cam = cam;
-        const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
-        const int32_t start = a.tile_start(t), stop = a.tile_end(t);
-        const int32_t n = stop - start;
-        gather_tile(a, start, stop, s.gs);
-        s.grad2d.assign(n, AlphaGrad<T>());
-        s.dcolor.assign(size_t(n) * CH, T(0));
-        s.ddepth.assign(n, T(0));
-        s.touched.assign(n, 0);
-        for_each_subtile(tx, ty, a.tile_size, a.width, a.height,
-                         [&](int ox, int oy, const SubTile& sub) {
-                           backward_subtile(a, cam, start, stop, ox, oy, sub, s, io);
-                         });
-        for (int32_t i = 0; i < n; ++i) {
-          if (!s.touched[i]) continue;
-          const int64_t id = s.gs[i].id;
-          const AlphaGrad<T>& g = s.grad2d[i];
-          atomic_add<T>(io.v_means2d + 2 * id, g.v_mean_x);
-          atomic_add<T>(io.v_means2d + 2 * id + 1, g.v_mean_y);
-          atomic_add<T>(io.v_conics + 3 * id, g.v_a);
-          atomic_add<T>(io.v_conics + 3 * id + 1, g.v_b);
-          atomic_add<T>(io.v_conics + 3 * id + 2, g.v_c);
-          atomic_add<T>(io.v_opacities + id, g.v_opacity);
-          if (s.ddepth[i] != T(0)) atomic_add<T>(io.v_depths + id, s.ddepth[i]);
-          const T* d = s.dcolor.data() + size_t(i) * CH;
-          T* dst = io.v_colors + id * CH;
-          for (int64_t c = 0; c < CH; ++c)
-            if (d[c] != T(0)) atomic_add<T>(dst + c, d[c]);
-        }
-      }
-      flush_dbg();
-    });
+    if (deterministic)
+      backward_deterministic<T>(a, bufs.io<T>(), in.flatten_ids, has_bg);
+    else
+      backward_atomic<T>(a, bufs.io<T>());
   });
-  if (!(backgrounds.has_value() && backgrounds->defined())) bufs.v_backgrounds.zero_();
+  if (!has_bg) bufs.v_backgrounds.zero_();
   return bufs.grads();
 }
 

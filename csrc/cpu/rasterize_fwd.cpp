@@ -191,7 +191,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
     const at::Tensor& colors, const at::Tensor& depths,
     const c10::optional<at::Tensor>& backgrounds, const at::Tensor& tile_offsets,
     const at::Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size, int64_t mode,
-    at::ArrayRef<double> weight_params, int64_t impl) {
+    at::ArrayRef<double> weight_params, int64_t impl, bool /*deterministic: backward only*/) {
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);

@@ -121,7 +121,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
     const Tensor& means2d, const Tensor& conics, const Tensor& opacities, const Tensor& colors,
     const Tensor& depths, const c10::optional<Tensor>& backgrounds, const Tensor& tile_offsets,
     const Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size, int64_t mode,
-    at::ArrayRef<double> weight_params, int64_t impl) {
+    at::ArrayRef<double> weight_params, int64_t impl, bool /*deterministic: backward only*/) {
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);

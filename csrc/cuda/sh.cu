@@ -1,5 +1,7 @@
-// CUDA kernels of sh_fwd / sh_bwd: one thread per (camera, Gaussian), running the same
-// per-pair math as the CPU backend (gsrender/sh.h).
+// CUDA kernels of sh_fwd / sh_bwd, running the same per-pair math as the CPU backend
+// (gsrender/sh.h): the forward one thread per (camera, Gaussian), the backward one thread per
+// Gaussian walking the cameras in order, as csrc/cpu/sh.cpp does, so each v_coeffs row has one
+// writer and its sum over cameras a fixed order (no float atomics: deterministic, issue 3).
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
@@ -32,34 +34,19 @@ __global__ void sh_fwd_kernel(int degree, int64_t C, int64_t N, int64_t K,
   sh_eval(degree, load_vec3(dirs + 3 * idx), coeffs + n * K * 3, colors + 3 * idx);
 }
 
-// v_coeffs (zero-initialised) is summed over cameras: directly when there is one camera (each
-// Gaussian then has one writer), atomically otherwise.
+// One thread per Gaussian n: v_coeffs (zero-initialised) row n summed over the cameras in order.
 template <typename T>
 __global__ void sh_bwd_kernel(int degree, int64_t C, int64_t N, int64_t K,
                               const T* __restrict__ dirs, const T* __restrict__ coeffs,
                               const T* __restrict__ v_colors, T* __restrict__ v_dirs,
                               T* __restrict__ v_coeffs) {
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= C * N) return;
-  const int64_t n = idx % N;
-  const T* g = v_colors + 3 * idx;
-  T* vc = v_coeffs + n * K * 3;
-  if (C == 1) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  for (int64_t c = 0; c < C; ++c) {
+    const int64_t idx = c * N + n;
     store_vec3(v_dirs + 3 * idx, sh_eval_bwd(degree, load_vec3(dirs + 3 * idx),
-                                             coeffs + n * K * 3, g, vc));
-    return;
-  }
-  T basis[kMaxShBases] = {};
-  store_vec3(v_dirs + 3 * idx, sh_eval_bwd(degree, load_vec3(dirs + 3 * idx), coeffs + n * K * 3,
-                                           g, static_cast<T*>(nullptr), basis));
-  const int nb = sh_num_bases(degree);
-  const T g0 = g[0], g1 = g[1], g2 = g[2];
-#pragma unroll
-  for (int k = 0; k < kMaxShBases; ++k) {
-    if (k >= nb) break;
-    atomicAdd(vc + 3 * k, basis[k] * g0);
-    atomicAdd(vc + 3 * k + 1, basis[k] * g1);
-    atomicAdd(vc + 3 * k + 2, basis[k] * g2);
+                                             coeffs + n * K * 3, v_colors + 3 * idx,
+                                             v_coeffs + n * K * 3));
   }
 }
 
@@ -95,7 +82,7 @@ std::tuple<Tensor, Tensor> sh_bwd_cuda(int64_t degree, const Tensor& dirs, const
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(dirs.scalar_type(), "sh_bwd_cuda", [&] {
     using T = scalar_t;
-    sh_bwd_kernel<T><<<num_blocks(C * N), kThreads, 0, stream>>>(
+    sh_bwd_kernel<T><<<num_blocks(N), kThreads, 0, stream>>>(
         static_cast<int>(degree), C, N, K, dirs_c.data_ptr<T>(), coeffs_c.data_ptr<T>(),
         v_colors_c.data_ptr<T>(), v_dirs.data_ptr<T>(), v_coeffs.data_ptr<T>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -124,12 +124,11 @@ GSR_HOST_DEVICE void sh_eval(int degree, const Vec3<T>& dir, const T* coeffs, T*
 }
 
 // Backward of sh_eval for one (camera, Gaussian); returns the gradient w.r.t. the unnormalised
-// dir. If v_coeffs is given, v_coeffs[k*3+ch] += basis_k · v_color[ch] (accumulated, so the CPU
-// caller sums over cameras in place); if basis_out is given it receives the basis values (the
-// CUDA backend adds the coefficient gradients itself, atomically).
+// dir. If v_coeffs is given, v_coeffs[k*3+ch] += basis_k · v_color[ch] (accumulated, so both
+// backends sum over cameras in place, in camera order).
 template <typename T>
 GSR_HOST_DEVICE Vec3<T> sh_eval_bwd(int degree, const Vec3<T>& dir, const T* coeffs,
-                                    const T* v_color, T* v_coeffs, T* basis_out = nullptr) {
+                                    const T* v_color, T* v_coeffs) {
   T inv_norm;
   bool floored;
   const Vec3<T> n = sh_normalize_dir(dir, inv_norm, floored);
@@ -148,7 +147,6 @@ GSR_HOST_DEVICE Vec3<T> sh_eval_bwd(int degree, const Vec3<T>& dir, const T* coe
       v_coeffs[3 * k + 1] += basis[k] * v_color[1];
       v_coeffs[3 * k + 2] += basis[k] * v_color[2];
     }
-    if (basis_out != nullptr) basis_out[k] = basis[k];
   }
   const Vec3<T> v_n = sh_basis_vjp(degree, n, v_basis);
   // n = d / |d|: v_d = (v_n − n (n·v_n)) / |d|; below the floor n = d/eps is linear in d.
