@@ -12,6 +12,7 @@
 
 #include <vector>
 
+#include "mma_emulation.h"
 #include "raster_tile.h"
 #include "warp_emulator.h"
 
@@ -204,16 +205,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> emulate_mma_tile(
     check_shape(bg, "background", {CH});
     check_float(bg, "background", at::kFloat);
   }
-  const at::Tensor m = means2d.contiguous(), c = conics.contiguous(), op = opacities.contiguous();
   const at::Tensor f = features.contiguous();
-  std::vector<int32_t> ids(G);
-  for (int64_t i = 0; i < G; ++i) ids[i] = static_cast<int32_t>(i);
-  RasterArgs<float> a{};
-  a.means2d = m.data_ptr<float>(), a.conics = c.data_ptr<float>();
-  a.opacities = op.data_ptr<float>(), a.flatten_ids = ids.data();
-  a.sorted = true;
-  std::vector<cpu::TileGaussian<float>> gs;
-  cpu::gather_tile(a, 0, static_cast<int32_t>(G), gs);
+  std::vector<cpu::TileGaussian<float>> gs = gather_list(means2d, conics, opacities, nullptr, 0, 1);
   const bool weighted = phi.has_value() && phi->defined();
   if (weighted) {  // the sort-free mode with the caller's φ(z) per Gaussian
     check_shape(*phi, "phi", {G});
@@ -341,6 +334,7 @@ std::vector<at::Tensor> mma_fragment_maps() {
 }
 
 }  // namespace
+
 }  // namespace emu
 
 TORCH_LIBRARY_FRAGMENT(gsrender, m) {
@@ -351,12 +345,18 @@ TORCH_LIBRARY_FRAGMENT(gsrender, m) {
   m.def("emulate_mma(Tensor A, Tensor B, Tensor C, int precision) -> Tensor");
   m.def("emulate_round(Tensor x, int precision) -> Tensor");
   m.def("mma_fragment_maps() -> Tensor[]", &emu::mma_fragment_maps);
+  m.def(
+      "emulate_mma_bwd_tile(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
+      "int tile_x, int tile_y, int width, int height, Tensor render, Tensor alphas, Tensor aux, "
+      "Tensor v_render, Tensor v_alphas, int precision, Tensor? depths=None, float sigma_w=0., "
+      "float beta=1.) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(gsrender, CPU, m) {
   m.impl("emulate_mma_tile", &emu::emulate_mma_tile);
   m.impl("emulate_mma", &emu::emulate_mma);
   m.impl("emulate_round", &emu::emulate_round);
+  m.impl("emulate_mma_bwd_tile", &emu::emulate_mma_bwd_tile);
 }
 
 }  // namespace gsrender

@@ -1,7 +1,8 @@
 // Host-side warp emulator, used only by tests (DESIGN §5a): 32 lanes in lockstep as 32-wide
 // vectors, CUDA's shuffle semantics, and mma.m16n8k16 / ldmatrix.x2.trans emulated from the
-// documented fragment layouts (gsrender/mma_fragments.h). The lane-generic functions of that
-// header run here unchanged with V = Lanes<float>, I = Lanes<int>, M = Lanes<bool>.
+// documented fragment layouts (gsrender/mma_fragments.h; ldmatrix.x4 and the full-warp xor for the
+// backward). The lane-generic functions of those headers run here unchanged with V = Lanes<float>,
+// I = Lanes<int>, M = Lanes<bool>.
 #pragma once
 #include <cstdint>
 
@@ -168,6 +169,27 @@ inline void ldmatrix_x2_trans(const uint16_t* const (&rows)[kLanes], uint32_t (&
       const uint16_t lo = rows[8 * m + 2 * t][g], hi = rows[8 * m + 2 * t + 1][g];
       out[l][m] = uint32_t(lo) | (uint32_t(hi) << 16);
     }
+  }
+}
+
+// The full-warp xor shuffle gsrender/mma_bwd_fragments.h's column_sum is written against.
+struct EmuWarp {
+  int64_t shuffles = 0;
+  template <typename T>
+  Lanes<T> xor_(const Lanes<T>& x, int m) { return ++shuffles, shfl_xor(x, m); }
+};
+
+// ldmatrix.sync.aligned.m8n8.{x2,x4}{,.trans}.shared.b16 on values already decoded to float (the
+// staged f16 / bf16 operands, or f32 ones): lane l supplies rows[l], row l&7 of matrix M_m,
+// m = l>>3 (lanes ≥ 8R ignored); register m of a lane holds elements 2m (low) and 2m+1 (high):
+// plain {M_m[g][2t], M_m[g][2t+1]}, .trans {M_m[2t][g], M_m[2t+1][g]}.
+template <int R>
+void ldmatrix(const float* const (&rows)[kLanes], bool trans, float (&out)[kLanes][2 * R]) {
+  for (int l = 0; l < kLanes; ++l) {
+    const int g = l >> 2, t = l & 3;
+    for (int m = 0; m < R; ++m)
+      for (int h = 0; h < 2; ++h)
+        out[l][2 * m + h] = trans ? rows[8 * m + 2 * t + h][g] : rows[8 * m + g][2 * t + h];
   }
 }
 

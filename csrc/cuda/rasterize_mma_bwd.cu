@@ -22,11 +22,14 @@
 // keeps the small loss gradients out of its subnormal range; dF is rescaled by s_G per channel.
 // dW needs Σ_c G_c F_c, so F is stored as F·s_G / s_F with one global s_F = max |F·s_G|, and dW
 // is rescaled by s_F.
+// The per-lane index maps and arithmetic live in gsrender/mma_bwd_fragments.h, where the host warp
+// emulator (csrc/cpu/mma_bwd_emulation.cpp) runs them; only PTX and memory traffic stay here.
 #include <ATen/ATen.h>
 
 #include <tuple>
 
-#include "gsrender/mma_fragments.h"
+#include "gsrender/mma_bwd_fragments.h"
+#include "gsrender/mma_bwd_operands.h"
 #include "mma_tile.cuh"
 #include "ptx.cuh"
 #include "rasterize_mma.cuh"
@@ -35,9 +38,9 @@ namespace gsrender {
 namespace gpu {
 namespace {
 
-constexpr int kCB = 16;             // channels per batch: one k16 step of dW, two n8 tiles of dF
-constexpr int kStride = kCB + 8;    // halves per shared row: 48 bytes, conflict-free ldmatrix
-constexpr int kSubPixels = 32;      // a warp's sub-tile: two m16 blocks
+constexpr int kCB = mma::kBwdChannels;     // channels per batch: one k16 step of dW, two n8 of dF
+constexpr int kStride = mma::kBwdStride;   // halves per shared row: 48 bytes, no bank conflicts
+constexpr int kSubPixels = mma::kBwdRows;  // a warp's sub-tile: two m16 blocks
 
 struct WarpBuffers {
   alignas(16) uint16_t g[kSubPixels][kStride];  // Ĝ of the batch, row 16b + r = (block b, row r)
@@ -78,6 +81,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   const TileRun run = tile_run(p, blockIdx.x);
   const int ox = subtile_x(run, warp), oy = subtile_y(run, warp);
   const mma::DeviceQuad quad;
+  const mma::DeviceWarp warp_x;
   WarpBuffers& wb = sh.buf[warp];
   const uint8_t* packed = sh.cs.packed[warp];
   const float s_f = *ba.f_scale;
@@ -141,10 +145,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
             }
           }
           // W rows (pixel 16b + g + 8h), columns 2t, 2t+1 | 2t+8, 2t+9, as f16x2 / bf16x2 pairs
-          uint32_t* row = reinterpret_cast<uint32_t*>(wb.w[16 * b + gq + 8 * h]);
-          const float (&wr)[4] = w[b][h];
-          row[t] = kBf16 ? mma::pack_bf162(wr[0], wr[1]) : mma::pack_half2(wr[0], wr[1]);
-          row[4 + t] = kBf16 ? mma::pack_bf162(wr[2], wr[3]) : mma::pack_half2(wr[2], wr[3]);
+          uint32_t* row = reinterpret_cast<uint32_t*>(wb.w[mma::w_stage_row(lane, b, h)]);
+          mma::w_stage_words<kBf16>(w[b][h], row[t], row[4 + t]);
         }
       }
 
@@ -160,32 +162,35 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         __syncwarp();  // the previous batch's (and the W staging's) readers are done
 #pragma unroll
         for (int q = lane; q < 2 * kSubPixels; q += 32) {  // Ĝ rows of the sub-tile's pixels
-          const int r = q >> 1, seg = q & 1, b = r >> 4, rr = r & 15;
+          const mma::SmemAt at = mma::g_stage(q);
+          const int b = at.row >> 4, rr = at.row & 15;
           const int x = ox + mma::subtile_px(b, rr), y = oy + mma::subtile_py(b, rr);
-          const int64_t ch = c0 + 8 * seg;
+          const int64_t ch = c0 + at.col;
           const bool ok = x < p.width && y < p.height && ch < ba.CHp;
           const int64_t pix = (run.cam * p.height + y) * p.width + x;
-          ptx::cp_async_cg16(&wb.g[r][8 * seg], ok ? ba.g + pix * ba.CHp + ch : ba.g, ok ? 16 : 0);
+          ptx::cp_async_cg16(&wb.g[at.row][at.col], ok ? ba.g + pix * ba.CHp + ch : ba.g,
+                             ok ? 16 : 0);
         }
-        {  // F̃ rows of the group (lane: row lane>>1, segment lane&1)
-          const int r = lane >> 1, seg = lane & 1;
-          const int64_t ch = c0 + 8 * seg;
-          const bool ok = g0 + r < count && ch < ba.CHp;
+        {  // F̃ rows of the group
+          const mma::SmemAt at = mma::f_stage(lane);
+          const int64_t ch = c0 + at.col;
+          const bool ok = g0 + at.row < count && ch < ba.CHp;
           const uint16_t* src =
-              ok ? ba.f + int64_t(sh.cs.s.id[packed[g0 + r]]) * ba.CHp + ch : ba.f;
-          ptx::cp_async_cg16(&wb.f[r][8 * seg], src, ok ? 16 : 0);
+              ok ? ba.f + int64_t(sh.cs.s.id[packed[g0 + at.row]]) * ba.CHp + ch : ba.f;
+          ptx::cp_async_cg16(&wb.f[at.row][at.col], src, ok ? 16 : 0);
         }
         ptx::cp_async_commit();
         ptx::cp_async_wait_group<0>();
         __syncwarp();
-        const int m = lane >> 3, i = lane & 7;
         uint32_t bf[4];  // F̃ as B: n8 tile 0 = {bf[0], bf[1]}, tile 1 = {bf[2], bf[3]}
-        ptx::ldmatrix_x4(bf, &wb.f[i + 8 * (m >> 1)][8 * (m & 1)]);
+        const mma::SmemAt fb = mma::dw_b_at(lane);
+        ptx::ldmatrix_x4(bf, &wb.f[fb.row][fb.col]);
         const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
 #pragma unroll
         for (int b = 0; b < 2; ++b) {
           uint32_t ga[4];  // Ĝ of block b as A (rows = pixels, k = channels)
-          ptx::ldmatrix_x4(ga, &wb.g[16 * b + i + 8 * (m & 1)][8 * (m >> 1)]);
+          const mma::SmemAt at = mma::dw_a_at(lane, b);
+          ptx::ldmatrix_x4(ga, &wb.g[at.row][at.col]);
           mma16816<kBf16>(dw[b][0], ga, b0);
           mma16816<kBf16>(dw[b][1], ga, b1);
         }
@@ -195,14 +200,15 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 #pragma unroll
           for (int b = 0; b < 2; ++b) {
             uint32_t wa[4], gb[2];  // Wᵀ of block b as A, Ĝ of block b as B
-            ptx::ldmatrix_x4_trans(wa, &wb.w[16 * b + i + 8 * (m >> 1)][8 * (m & 1)]);
-            ptx::ldmatrix_x2_trans(gb, &wb.g[16 * b + mma::ldmatrix_x2_row(lane)][8 * nt]);
+            const mma::SmemAt wat = mma::df_a_at(lane, b), gat = mma::df_b_at(lane, b, nt);
+            ptx::ldmatrix_x4_trans(wa, &wb.w[wat.row][wat.col]);
+            ptx::ldmatrix_x2_trans(gb, &wb.g[gat.row][gat.col]);
             mma16816<kBf16>(df, wa, gb);
           }
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {  // C element e: Gaussian row gq + 8(e>>1), channel 2t+(e&1)
-            const int k = g0 + gq + 8 * (e >> 1);
-            const int64_t ch = c0 + 8 * nt + 2 * t + (e & 1);
+          for (int e = 0; e < 4; ++e) {  // C element e: Gaussian column c_row, channel c_col
+            const int k = g0 + mma::c_row(lane, e);
+            const int64_t ch = c0 + 8 * nt + mma::c_col(lane, e);
             if (k < count && ch < p.CH && df[e] != 0.0f)
               atomicAdd(io.v_colors + int64_t(sh.cs.s.id[packed[k]]) * p.CH + ch,
                         df[e] * ba.g_scale[ch]);
@@ -217,28 +223,21 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       for (int b = 0; b < 2; ++b)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float dwp[4];  // dW of the lane's columns: C elements 2h + (j&1) of n8 tile j>>1
-#pragma unroll
-          for (int j = 0; j < 4; ++j) dwp[j] = dw[b][j >> 1][2 * h + (j & 1)] * s_f;
-          float before[4] = {0.0f, 0.0f, 0.0f, 0.0f}, x[4], total = 0.0f;
-          if constexpr (kSorted) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) x[j] = w[b][h][j] * dwp[j];
-            mma::row_prefix_sum(x, t, quad, before, total);
-          }
+          float dwp[4];  // dW of the lane's columns
+          mma::lane_dw(dw[b], h, s_f, dwp);
+          float s_after[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // sorted: S after each column
+          if constexpr (kSorted) mma::row_suffix_sums(w[b][h], dwp, t, quad, run_s[b][h], s_after);
           const float pcx = ox + mma::lane_px(lane) + 0.5f, pcy = oy + mma::lane_py(b, h) + 0.5f;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const float al = alpha[b][h][j];
             if (!(w[b][h][j] > 0.0f)) continue;
-            const float om = 1.0f - al;
             float v_al;
             if constexpr (kSorted) {
-              const float s_after = run_s[b][h] - before[j] - x[j];
-              v_al = (w[b][h][j] / al) * dwp[j] - s_after / om;
+              v_al = mma::v_alpha_sorted(w[b][h][j], al, dwp[j], s_after[j]);
             } else {
               const float net = dwp[j] - gnet[b][h];
-              v_al = net * phi[j] + v_ao[b][h] * t_final[b][h] / om;
+              v_al = mma::v_alpha_weighted(net, phi[j], al, v_ao[b][h], t_final[b][h]);
               const int e = packed[g0 + mma::lane_col(lane, j)];
               v_dep[j] += net * al * depth_weight_dz<float>(p.depths[sh.cs.s.id[e]], phi[j],
                                                              p.sigma_w, p.beta);
@@ -246,7 +245,6 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
             ag[j].add(v_al, al, lg.opacity[j], lg.a[j], lg.b[j], lg.c[j], lg.mx[j] - pcx,
                       lg.my[j] - pcy);
           }
-          if constexpr (kSorted) run_s[b][h] -= total;
         }
       // reduce each column over the 8 lanes that own it (same t), then one atomic per parameter
 #pragma unroll
@@ -254,9 +252,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         float v[7] = {ag[j].v_mean_x, ag[j].v_mean_y, ag[j].v_a,      ag[j].v_b,
                       ag[j].v_c,      ag[j].v_opacity, v_dep[j]};
 #pragma unroll
-        for (int q = 0; q < 7; ++q)
-#pragma unroll
-          for (int off = 4; off < 32; off <<= 1) v[q] += __shfl_xor_sync(kFullMask, v[q], off);
+        for (int q = 0; q < 7; ++q) v[q] = mma::column_sum(v[q], warp_x);
         const int k = g0 + mma::lane_col(lane, j);
         if (gq == 0 && k < count) {
           const int64_t id = sh.cs.s.id[packed[k]];
@@ -270,13 +266,6 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       }
     }
   }
-}
-
-// x [rows, CH] → ([rows, CHp] in the operand type, rows padded with zeros to 16 bytes).
-at::Tensor operand_rows(const at::Tensor& x, int64_t CHp, at::ScalarType dt) {
-  at::Tensor out = at::zeros({x.size(0), CHp}, x.options().dtype(dt));
-  out.narrow(1, 0, x.size(1)).copy_(x);
-  return out;
 }
 
 template <bool kBf16>
@@ -302,22 +291,15 @@ void launch_rasterize_mma_bwd(const RasterArgs<float>& p, const at::Tensor& colo
                               const RasterBwdTensors& bufs, int64_t impl, int64_t n_tiles,
                               cudaStream_t stream) {
   const int64_t C = bufs.render.size(0), H = bufs.render.size(1), W = bufs.render.size(2);
-  const int64_t CH = p.CH, CHp = (CH + 7) / 8 * 8;
+  const int64_t CH = p.CH, P = C * H * W;
   const at::ScalarType dt = impl == kImplMatrixBF16 ? at::kBFloat16 : at::kHalf;
-  // G as the kernel uses it: v_render, divided by Σw + w_bg in weighted mode
-  at::Tensor g = bufs.v_render.reshape({C * H * W, CH});
-  if (!p.sorted) g = g / bufs.aux.reshape({C * H * W, 1});
-  const at::Tensor gout = (g * bufs.render.reshape({C * H * W, CH})).sum(1).contiguous();
-  at::Tensor g_scale = g.abs().amax(0);
-  g_scale = at::where(g_scale > 0, g_scale, at::ones_like(g_scale)).contiguous();  // [CH]
-  const at::Tensor f = colors.reshape({p.C * p.N, CH}) * g_scale;
-  at::Tensor f_scale = f.numel() > 0 ? f.abs().amax().reshape({1}) : at::ones({1}, f.options());
-  f_scale = at::where(f_scale > 0, f_scale, at::ones_like(f_scale)).contiguous();
-  const at::Tensor gq = operand_rows(g / g_scale, CHp, dt);
-  const at::Tensor fq = operand_rows(f / f_scale, CHp, dt);
-  const BwdArgs ba{reinterpret_cast<const uint16_t*>(gq.data_ptr()),
-                   reinterpret_cast<const uint16_t*>(fq.data_ptr()), g_scale.data_ptr<float>(),
-                   f_scale.data_ptr<float>(), gout.data_ptr<float>(), CHp};
+  // Ĝ, F̃, their scales and G·OUT (gsrender/mma_bwd_operands.h, shared with the CPU emulator)
+  const mma::BwdOperands op =
+      mma::bwd_operands(bufs.v_render.reshape({P, CH}), bufs.render.reshape({P, CH}),
+                        bufs.aux.reshape({P}), colors.reshape({p.C * p.N, CH}), p.sorted, dt);
+  const BwdArgs ba{reinterpret_cast<const uint16_t*>(op.g.data_ptr()),
+                   reinterpret_cast<const uint16_t*>(op.f.data_ptr()), op.g_scale.data_ptr<float>(),
+                   op.f_scale.data_ptr<float>(), op.gout.data_ptr<float>(), op.CHp};
   const RasterBwdIO<float> io = bufs.io<float>();
   if (impl == kImplMatrixBF16)
     launch<true>(p, io, ba, n_tiles, stream);
