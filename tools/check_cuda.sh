@@ -2,16 +2,27 @@
 # Rebuilds the CUDA objects with ptxas verbose output and prints registers / spills / shared
 # memory per gsrender kernel (cub's kernels are left out). Exits 1 when a rasterize kernel spills.
 # Usage: tools/check_cuda.sh [python]   (env: TORCH_CUDA_ARCH_LIST, default "8.0;9.0"; MAX_JOBS)
+#        tools/check_cuda.sh --log FILE [python]   reads the log of a build that already ran with
+#        GSRENDER_PTXAS_VERBOSE=1 (as .ci/run's) instead of rebuilding
 set -euo pipefail
 cd "$(dirname "$0")/.."
+GIVEN_LOG=""
+if [ "${1:-}" = "--log" ]; then
+  GIVEN_LOG=$2
+  shift 2
+fi
 PY=${1:-${PYTHON:-python}}
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-"8.0;9.0"}
-export GSRENDER_PTXAS_VERBOSE=1
-LOG=$(mktemp)
-trap 'rm -f "$LOG"' EXIT
-# ptxas only reports when it runs: drop the CUDA objects so ninja recompiles them
-find build -path '*csrc/cuda/*.o' -delete 2>/dev/null || true
-"$PY" setup.py build_ext --inplace >"$LOG" 2>&1 || { tail -50 "$LOG"; echo "build failed"; exit 2; }
+if [ -n "$GIVEN_LOG" ]; then
+  LOG=$GIVEN_LOG
+else
+  export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-"8.0;9.0"}
+  export GSRENDER_PTXAS_VERBOSE=1
+  LOG=$(mktemp)
+  trap 'rm -f "$LOG"' EXIT
+  # ptxas only reports when it runs: drop the CUDA objects so ninja recompiles them
+  find build -path '*csrc/cuda/*.o' -delete 2>/dev/null || true
+  "$PY" setup.py build_ext --inplace >"$LOG" 2>&1 || { tail -50 "$LOG"; echo "build failed"; exit 2; }
+fi
 if grep -qi "warning" "$LOG"; then
   echo "== compiler warnings =="
   grep -i "warning" "$LOG" | sort -u | head -40
