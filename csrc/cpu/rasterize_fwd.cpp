@@ -12,14 +12,6 @@ namespace gsrender {
 namespace cpu {
 namespace {
 
-template <typename T>
-struct FwdOutputs {
-  T* render;         // [C, H, W, CH]
-  T* alphas;         // [C, H, W]
-  int32_t* last_ids; // [C, H, W]
-  T* aux;            // [C, H, W]: sorted T_final; weighted Σw + w_bg
-};
-
 // Per-thread scratch, reused across tiles.
 template <typename T>
 struct FwdScratch {
@@ -90,7 +82,7 @@ void batch_weights_weighted(const Batch<T>& bt, const T* alpha, PixelState<T>& p
 
 template <typename T>
 void render_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t end, int ox,
-                    int oy, const SubTile& st, FwdScratch<T>& s, const FwdOutputs<T>& o) {
+                    int oy, const SubTile& st, FwdScratch<T>& s, const FwdOut<T>& o) {
   const int64_t CH = a.CH;
   const bool sorted = a.sorted;
   PixelState<T> ps;
@@ -153,7 +145,7 @@ void render_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t 
 template <typename T>
 void render_tile_scalar(const RasterArgs<T>& a, int64_t cam, int tx, int ty, int32_t start,
                         int32_t end, const std::vector<TileGaussian<T>>& gs,
-                        const FwdOutputs<T>& o) {
+                        const FwdOut<T>& o) {
   const int64_t CH = a.CH;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
   const int x0 = tx * a.tile_size, y0 = ty * a.tile_size;
@@ -204,9 +196,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_fwd_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
-    const FwdOutputs<T> o{render.data_ptr<T>(), alphas.data_ptr<T>(), last_ids.data_ptr<int32_t>(),
-                          aux.data_ptr<T>()};
-    int64_t* st = stats.data_ptr<int64_t>();
+    const FwdOut<T> o{render.data_ptr<T>(), alphas.data_ptr<T>(), last_ids.data_ptr<int32_t>(),
+                      aux.data_ptr<T>(), stats.data_ptr<int64_t>()};
+    int64_t* st = o.stats;
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
     at::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
       FwdScratch<T> s;

@@ -40,15 +40,23 @@ __device__ __forceinline__ bool all_done(const bool (&done)[2][2]) {
   return done[0][0] && done[0][1] && done[1][0] && done[1][1];
 }
 
-// Stages list entry chunk0 + threadIdx.x (if any) and its support box; the caller syncs.
-__device__ __forceinline__ void stage_chunk_entry(ChunkStage& cs, const RasterArgs<float>& p,
-                                                  int32_t chunk0, int32_t end) {
+// The head of the chunked list walk both MMA kernels share (every thread calls it, with its
+// warp's warp_done): returns -1 when every warp of the block is done, else stages the chunk
+// starting at chunk0 (entry chunk0 + threadIdx.x and its support box, one per thread) and returns
+// its entry count. The done-count is also the barrier that keeps this chunk's staging from
+// overwriting entries another warp still reads; the second barrier publishes the staging.
+__device__ __forceinline__ int begin_chunk(ChunkStage& cs, const RasterArgs<float>& p,
+                                           int32_t chunk0, int32_t end, int lane, bool warp_done) {
+  if (__syncthreads_count(lane == 0 && warp_done) == kMmaWarps) return -1;
   const int k = threadIdx.x;
   const int32_t i = chunk0 + k;
-  if (i >= end) return;
-  stage_gaussian(cs.s, k, p, p.flatten_ids[i]);
-  cs.box[k] = support_pixel_box<float>(cs.s.mx[k], cs.s.my[k], cs.s.a[k], cs.s.b[k], cs.s.c[k],
-                                       cs.s.opacity[k]);
+  if (i < end) {
+    stage_gaussian(cs.s, k, p, p.flatten_ids[i]);
+    cs.box[k] = support_pixel_box<float>(cs.s.mx[k], cs.s.my[k], cs.s.a[k], cs.s.b[k],
+                                         cs.s.c[k], cs.s.opacity[k]);
+  }
+  __syncthreads();
+  return min(kMmaThreads, end - chunk0);
 }
 
 // Packs the chunk's first n slots for the warp's sub-tile at (ox, oy) into cs.packed[warp], in

@@ -134,16 +134,6 @@ __device__ __forceinline__ void warp_add(T* dst, T v) {
   if ((threadIdx.x & 31) == 0 && v != T(0)) atomicAdd(dst, v);
 }
 
-// rasterize_fwd's outputs as the kernels write them.
-template <typename T>
-struct FwdOut {
-  T* render;          // [C, H, W, CH]
-  T* alphas;          // [C, H, W]
-  int32_t* last_ids;  // [C, H, W]
-  T* aux;             // [C, H, W]: sorted T_final; weighted Σw + w_bg
-  int64_t* stats;     // [C, 3]: listed, evaluated, useful pairs
-};
-
 // Untrusted binning arrays (the raw ops can be called directly) are checked on the device, with
 // the same rules and messages as the CPU's check_binning and last_ids check; the result comes
 // back through one host sync per op call (cheap next to the rasterization itself) and turns a

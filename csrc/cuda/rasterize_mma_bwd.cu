@@ -114,10 +114,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 
   for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kMmaThreads) {
     const bool warp_done = __all_sync(kFullMask, all_done(done));
-    if (__syncthreads_count(lane == 0 && warp_done) == kMmaWarps) break;
-    stage_chunk_entry(sh.cs, p, chunk0, run.end);
-    __syncthreads();
-    const int n = min(kMmaThreads, run.end - chunk0);
+    const int n = begin_chunk(sh.cs, p, chunk0, run.end, lane, warp_done);
+    if (n < 0) break;  // all sub-tiles done
     if (warp_done) continue;
     const int count = pack_subtile(sh.cs, warp, lane, n, ox, oy);
 

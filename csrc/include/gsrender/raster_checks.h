@@ -193,6 +193,16 @@ inline RasterOutputs empty_raster_outputs(int64_t C, int64_t height, int64_t wid
           at::zeros({C, 3}, opts.dtype(at::kLong))};
 }
 
+// rasterize_fwd's outputs as raw pointers for both backends' kernels.
+template <typename T>
+struct FwdOut {
+  T* render;          // [C, H, W, CH]
+  T* alphas;          // [C, H, W]
+  int32_t* last_ids;  // [C, H, W]
+  T* aux;             // [C, H, W]: sorted T_final; weighted Σw + w_bg
+  int64_t* stats;     // [C, 3]: listed, evaluated, useful pairs
+};
+
 // The forward's saved outputs and the incoming / outgoing gradients of rasterize_bwd, as raw
 // pointers for both backends.
 template <typename T>
