@@ -1,44 +1,60 @@
 # Quick start: `make demo` (set up + render the bundled sample scene), `make test` (set up + tests).
-# Each target installs what is missing. CUDA kernels build when nvcc and a CUDA torch are present
-# (no GPU needed); GSRENDER_NO_CUDA=1 makes a CPU-only build.
+# Each target installs what is missing, from the one dependency list in pyproject.toml: `demo`
+# the project's dependencies, `test` also the dev, loc and compat extras. CUDA kernels build when
+# a GPU is visible or FORCE_CUDA=1 (CI); GSRENDER_NO_CUDA=1 makes a CPU-only build.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install -q
 TORCH_VERSION ?= 2.14.1
 export TORCH_CUDA_ARCH_LIST ?= 8.0;9.0
 export MAX_JOBS ?= $(shell nproc)
 
-.PHONY: setup build demo test bench lint clean
+.PHONY: setup setup-test build demo test bench lint clean
 
-# gsplat is installed for its pure-PyTorch reference functions (the compatibility tests): a
-# pure-Python wheel whose CUDA kernels would only be JIT-built on first CUDA use. PoseLib is
-# SplitGS-Loc's default PnP + RANSAC (OpenCV's USAC when it is absent).
-$(VENV)/.deps: pyproject.toml
+# The build tools and torch (pinned: the project's dependency says only "torch").
+$(VENV)/.tools:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel ninja
-	$(PY) -m pip install -q torch==$(TORCH_VERSION)
-	$(PY) -m pip install -q numpy plyfile imageio opencv-python-headless tqdm matplotlib pytest hypothesis ruff
-	BUILD_NO_CUDA=1 $(PY) -m pip install -q --no-deps gsplat==1.5.3
-	$(PY) -m pip install -q poselib==2.0.5
+	$(PIP) --upgrade pip setuptools wheel ninja
+	$(PIP) torch==$(TORCH_VERSION)
+	touch $@
+
+# pyproject.toml's [project] dependencies: all that `demo` needs.
+$(VENV)/.deps: pyproject.toml $(VENV)/.tools
+	$(PY) tools/pyproject_deps.py >$(VENV)/requirements.txt
+	$(PIP) -r $(VENV)/requirements.txt
+	touch $@
+
+# The extras the tests use: dev (pytest, hypothesis, ruff), loc (PoseLib, SplitGS-Loc's default
+# PnP + RANSAC) and compat (gsplat, for its pure-PyTorch reference functions: installed without
+# its dependencies, jaxtyping & co., which those functions do not need, and without building its
+# CUDA kernels, which would only be JIT-built on first CUDA use).
+$(VENV)/.deps-test: pyproject.toml $(VENV)/.deps
+	$(PY) tools/pyproject_deps.py dev loc >$(VENV)/requirements-test.txt
+	$(PIP) -r $(VENV)/requirements-test.txt
+	$(PY) tools/pyproject_deps.py compat >$(VENV)/requirements-compat.txt
+	BUILD_NO_CUDA=1 $(PIP) --no-deps -r $(VENV)/requirements-compat.txt
 	touch $@
 
 setup: $(VENV)/.deps
+setup-test: $(VENV)/.deps-test
 
-# pip's editable install registers the `gsrender` command; build_ext rebuilds what changed.
+# pip's editable install registers the `gsrender` command (GSRENDER_NO_EXT=1: without compiling
+# the extension a second time, see setup.py); build_ext rebuilds what changed.
 build: setup
-	@test -f $(VENV)/.editable || ($(PY) -m pip install -q --no-build-isolation --no-deps -e . && touch $(VENV)/.editable)
+	@test -f $(VENV)/.editable || (GSRENDER_NO_EXT=1 $(PIP) --no-build-isolation --no-deps -e . && touch $(VENV)/.editable)
 	$(PY) setup.py -q build_ext --inplace
 
 demo: build
 	$(VENV)/bin/gsrender demo
 
-test: build
+test: build setup-test
 	$(PY) -m pytest -q
 
 bench: build
 	$(PY) benchmarks/cpu_render.py --quick --out out/bench
 
-lint: setup
+lint: setup-test
 	$(VENV)/bin/ruff check gsrender tests benchmarks scripts
 
 clean:

@@ -4,10 +4,61 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include <stdexcept>
+
+#include "cpu/isa.h"
+
+namespace {
+
+// The CPU kernels' instruction set (csrc/cpu/isa.h), as Python functions of gsrender._C.
+PyObject* isa_str(gsrender::cpu::Isa isa) { return PyUnicode_FromString(gsrender::cpu::isa_name(isa)); }
+
+PyObject* py_cpu_isa(PyObject*, PyObject*) { return isa_str(gsrender::cpu::active_isa()); }
+
+PyObject* py_cpu_isas(PyObject*, PyObject*) {
+  PyObject* out = PyList_New(0);
+  for (gsrender::cpu::Isa isa : gsrender::cpu::runnable_isas()) {
+    PyObject* s = isa_str(isa);
+    PyList_Append(out, s);
+    Py_DECREF(s);
+  }
+  return out;
+}
+
+PyObject* py_set_cpu_isa(PyObject*, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (!name) return nullptr;  // not a str: TypeError set
+  try {
+    return isa_str(gsrender::cpu::set_cpu_isa(name));
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const std::runtime_error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyMethodDef methods[] = {
+    {"cpu_isa", py_cpu_isa, METH_NOARGS, "cpu_isa() -> str: the ISA the CPU kernels run now"},
+    {"cpu_isas", py_cpu_isas, METH_NOARGS,
+     "cpu_isas() -> list[str]: the ISAs this CPU runs, best first"},
+    {"set_cpu_isa", py_set_cpu_isa, METH_O,
+     "set_cpu_isa(name) -> str: run the CPU kernels' auto|avx512|avx2|baseline copy from now on"},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
 extern "C" {
-// Importing gsrender._C loads this library, which runs the static registrations below.
+// Importing gsrender._C loads this library, which runs the static registrations below, and
+// applies GSRENDER_CPU_ISA (an ISA this CPU cannot run fails the import, naming the variable).
 PyObject* PyInit__C(void) {
-  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  try {
+    gsrender::cpu::set_cpu_isa_from_env();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
   return PyModule_Create(&module_def);
 }
 }

@@ -62,7 +62,8 @@ def pick_device(backend: str) -> torch.device:
         if not torch.cuda.is_available():
             raise CliError("--backend cuda: torch sees no CUDA device")
         if not compiled_with_cuda():
-            raise CliError("--backend cuda: the gsrender extension was built without CUDA kernels")
+            raise CliError("--backend cuda: the gsrender extension was built without CUDA kernels "
+                           "(they build when a GPU is visible, or with FORCE_CUDA=1)")
         return torch.device("cuda")
     if backend == "auto" and cuda_ok:
         return torch.device("cuda")
@@ -374,6 +375,8 @@ def cmd_render(args) -> int:
 
 
 def info_dict() -> dict:
+    from gsrender import _C
+
     backends = op_backends()
     cuda_build = any(b["CUDA"] for b in backends.values())
     cuda_avail = torch.cuda.is_available()
@@ -389,6 +392,9 @@ def info_dict() -> dict:
         if cuda_avail else [],
         "compiled_with_cuda": cuda_build,
         "backends": avail,
+        # the CPU kernels' instruction-set copy in use, and those this CPU runs (best first)
+        "cpu_isa": _C.cpu_isa(),
+        "cpu_isas": _C.cpu_isas(),
         "ops": backends,
         "missing_cpu_kernels": [op for op, b in backends.items() if not b["CPU"]],
     }
@@ -406,6 +412,8 @@ def cmd_info(args) -> int:
     print(f"CUDA device available: {yn(d['cuda_available'])}"
           + (f" ({', '.join(d['cuda_devices'])})" if d["cuda_devices"] else ""))
     print(f"backends: {', '.join(d['backends'])}")
+    print(f"CPU kernels: {d['cpu_isa']} copy (this CPU runs {', '.join(d['cpu_isas'])}; "
+          f"GSRENDER_CPU_ISA=auto|avx512|avx2|baseline chooses)")
     print(f"  {'op':<15} {'CPU':>4} {'CUDA':>5}")
     for op, b in d["ops"].items():
         print(f"  {op:<15} {yn(b['CPU']):>4} {yn(b['CUDA']):>5}")

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import gsrender
+from gsrender import _C
 from gsrender import reference as ref
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -297,3 +298,28 @@ def data_dir() -> Path:
     if not DATA.is_dir():
         pytest.skip(f"shared data folder absent ({DATA})")
     return DATA
+
+
+# ------------------------------------------------------------------- CPU kernels' ISA copies
+
+# The CPU kernels are compiled for AVX-512F, AVX2+FMA and baseline x86-64 (csrc/cpu/isa.h); the
+# suite runs on the active one (the best this CPU runs, or GSRENDER_CPU_ISA's). Tests marked
+# @every_cpu_isa, a representative subset of the rasterizer / projection / SH correctness tests,
+# run once per ISA this CPU runs (the active one first), so every copy is checked on every machine.
+every_cpu_isa = pytest.mark.usefixtures("cpu_isa")
+
+
+def pytest_generate_tests(metafunc):
+    if "cpu_isa" in metafunc.fixturenames:
+        active = _C.cpu_isa()
+        isas = [active] + [i for i in _C.cpu_isas() if i != active]
+        metafunc.parametrize("cpu_isa", isas, indirect=True, ids=[f"isa={i}" for i in isas])
+
+
+@pytest.fixture
+def cpu_isa(request):
+    """Runs the test on the CPU kernels' request.param copy, then restores the active one."""
+    before = _C.cpu_isa()
+    _C.set_cpu_isa(request.param)
+    yield request.param
+    _C.set_cpu_isa(before)

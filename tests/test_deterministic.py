@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import every_cpu_isa
 from test_cuda_raster import _cos, _screen_scene, _to
 from test_gradients import _op_ref, _screen_inputs, _wp
 from test_opcheck import TILE, WEIGHT_PARAMS, _opcheck, _randn, _raster_inputs
@@ -59,6 +60,7 @@ def _overlapping(D: int, dtype=F32, seed=3):
     return {k: v.to(dtype) for k, v in t.items()}, radii, W, H
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("D", [3, 64])
 def test_cpu_bitwise_across_runs_and_threads(mode, D):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import F32, F64, Scene, cameras, pair_alphas, random_scene, render_ref
+from conftest import F32, F64, Scene, cameras, every_cpu_isa, pair_alphas, random_scene, render_ref
 
 import gsrender
 from gsrender import ops
@@ -188,6 +188,7 @@ def _cotangents(scene: Scene, seed: int = 0) -> dict:
     return cot
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("variant", ("rgb", "sh_aa"))
 @pytest.mark.parametrize("mode", MODES)
 def test_backward_matches_reference_autograd(mode, variant):

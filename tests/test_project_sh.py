@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from conftest import every_cpu_isa
 
 from gsrender import _C  # noqa: F401  (registers torch.ops.gsrender.*)
 from gsrender import reference as ref
@@ -134,6 +135,7 @@ def test_project_fwd_clamped_jacobian_is_covered():
     assert ((radii > 0).any(-1) & (u.abs() > lim) & (p[..., 2] > 0)).sum() >= 5
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("antialiased", [False, True])
 def test_project_fwd_float32_close_to_float64_reference(antialiased):
     scene = make_scene(2, N=600)
@@ -242,6 +244,7 @@ def _random_out_grads(like, g: torch.Generator):
     return [torch.randn(t.shape, generator=g, dtype=t.dtype) for t in like]
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("antialiased", [False, True])
 @pytest.mark.parametrize("seed", [0, 5])
 def test_project_bwd_matches_autograd_of_reference(seed, antialiased):
@@ -339,6 +342,7 @@ def make_sh(seed: int, C: int = 3, N: int = 64, K: int = 16, dtype=torch.float64
     return dirs, coeffs
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("degree", [0, 1, 2, 3])
 def test_sh_fwd_bwd_match_reference(degree):
     dirs, coeffs = make_sh(degree)

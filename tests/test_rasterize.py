@@ -22,6 +22,7 @@ from conftest import (
     assert_matches,
     cameras,
     default_tol,
+    every_cpu_isa,
     intrinsics,
     random_scene,
     render,
@@ -58,6 +59,7 @@ def check(scene: Scene, dtype, mode: str = "sorted", max_ambiguous: float = 0.02
 # ------------------------------------------------------------------------------ random scenes
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("dtype", DTYPES, ids=("f64", "f32"))
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("antialiased", (False, True), ids=("plain", "aa"))
@@ -346,6 +348,7 @@ def test_per_camera_colors_and_features():
             check(scene, dtype, mode)
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("D", [1, 3, 16, 64, 255])
 def test_feature_dims(D):
     scene = random_scene(N=150, C=2, width=24, height=18, seed=12, D=D)

@@ -65,7 +65,7 @@ def test_look_at_is_proper_rotation_and_centres_target():
     # looking straight down (parallel to up): still a proper rotation, target at the centre
     down = S.look_at([0.3, 0.2, 5.0], [0.3, 0.2, 0.0])
     assert torch.allclose(torch.linalg.det(down[:3, :3].double()), torch.tensor(1.0, dtype=torch.float64))
-    assert torch.allclose(down[2, :3], torch.tensor([0.0, 0.0, -1.0]))
+    assert torch.allclose(down[2, :3], torch.tensor([0.0, 0.0, -1.0]), atol=1e-6)
     uv, _ = S.project_points([0.3, 0.2, 0.0], down, K)
     assert torch.allclose(uv[0, 0], torch.tensor([160.0, 120.0]), atol=1e-3)
 
@@ -375,10 +375,15 @@ def test_sample_scene_loads():
         uv, z = S.project_points(m.means[m.object_ids == oid].mean(0), vms, Ks)
         assert (z > 0).all()
         assert ((uv[..., 0] > 0) & (uv[..., 0] < w) & (uv[..., 1] > 0) & (uv[..., 1] < h)).all()
-    # the committed files are what the generator makes now
+    # the committed files are what the generator makes now, up to float32 rounding: torch's
+    # vectorised math rounds differently on different CPUs (an AVX2 AMD EPYC makes coordinates
+    # near 0 up to 1.2e-7 away from the committed ones), so each field is compared at its scale
     ref = S.make_scene(24_000, n_objects=5, seed=0, sh_degree=1, feature_dim=16, feature_kind="object")
     assert torch.equal(m.object_ids, ref.object_ids)
-    assert torch.allclose(m.means, ref.means)
+    for f in ("means", "quats", "scales", "opacities", "sh", "features"):
+        want = getattr(ref, f)
+        torch.testing.assert_close(getattr(m, f), want, rtol=1e-5, atol=1e-5 * float(want.abs().max()),
+                                   msg=lambda s, f=f: f"{f}: {s}")
 
 
 def test_removal3d_scene_from_synthetic():

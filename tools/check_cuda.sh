@@ -16,7 +16,7 @@ if [ -n "$GIVEN_LOG" ]; then
   LOG=$GIVEN_LOG
 else
   export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-"8.0;9.0"}
-  export GSRENDER_PTXAS_VERBOSE=1
+  export GSRENDER_PTXAS_VERBOSE=1 FORCE_CUDA=1  # no GPU needed to compile them
   LOG=$(mktemp)
   trap 'rm -f "$LOG"' EXIT
   # ptxas only reports when it runs: drop the CUDA objects so ninja recompiles them

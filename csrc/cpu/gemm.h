@@ -76,7 +76,7 @@ inline void row_block<float, kChanBlock / 2>(float (&acc)[kRowBlock][kChanBlock 
 // channel tail (any CH works, no padding to a compiled set) is staged into a zero-padded copy
 // so it runs through the same vector block instead of a scalar loop.
 template <typename T>
-GSR_CPU_CLONES void accumulate_rows(T* __restrict out, int64_t ldo, const T* __restrict w, int ldw,
+void accumulate_rows(T* __restrict out, int64_t ldo, const T* __restrict w, int ldw,
                                     const T* const* rows, int P, int K, int CH) {
   const int64_t body = CH - CH % kChanBlock;
   const int tail = static_cast<int>(CH - body);
@@ -121,7 +121,7 @@ GSR_CPU_CLONES void accumulate_rows(T* __restrict out, int64_t ldo, const T* __r
 
 // dw[p*ldw + k] = Σ_c g[p, c] · rows[k][c]   (G · Fᵀ, the backward's dW)
 template <typename T>
-GSR_CPU_CLONES void dot_rows(T* __restrict dw, int ldw, const T* __restrict g, int64_t ldg,
+void dot_rows(T* __restrict dw, int ldw, const T* __restrict g, int64_t ldg,
                      const T* const* rows, int P, int K, int CH) {
   for (int k = 0; k < K; ++k) {
     const T* f = rows[k];
@@ -138,7 +138,7 @@ GSR_CPU_CLONES void dot_rows(T* __restrict dw, int ldw, const T* __restrict g, i
 // drows[k][:] += Σ_p w[p*ldw + k] · g[p, :]   (Wᵀ · G, the backward's dF, scattered to the
 // packed Gaussians' gradient rows).
 template <typename T>
-GSR_CPU_CLONES void accumulate_transposed(T* const* drows, const T* __restrict w, int ldw,
+void accumulate_transposed(T* const* drows, const T* __restrict w, int ldw,
                                   const T* __restrict g, int64_t ldg, int P, int K, int CH) {
   for (int k = 0; k < K; ++k) {
     T* __restrict d = drows[k];

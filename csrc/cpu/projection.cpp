@@ -1,7 +1,6 @@
 // CPU kernels of project_fwd / project_bwd: the per-(camera, Gaussian) math lives in
 // gsrender/projection.h; this file only loops, validates and allocates.
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -12,6 +11,7 @@
 
 #include "gsrender/project_sh_checks.h"
 #include "gsrender/projection.h"
+#include "isa.h"
 
 namespace gsrender {
 namespace {
@@ -44,7 +44,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
     T* d_p = depths.data_ptr<T>();
     T* con_p = conics.data_ptr<T>();
     T* o2_p = opacities2d.data_ptr<T>();
-    at::parallel_for(0, C * N, 1024, [&](int64_t begin, int64_t end) {
+    cpu::parallel_for(0, C * N, 1024, [&](int64_t begin, int64_t end) {
       for (int64_t idx = begin; idx < end; ++idx) {
         const int64_t c = idx / N, n = idx % N;
         const Camera<T> cam = load_camera(vp + 16 * c, kp + 9 * c, static_cast<int>(width),
@@ -103,7 +103,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cpu(
     const int64_t num_blocks = (N + kBwdBlock - 1) / kBwdBlock;
     std::vector<double> partial(static_cast<size_t>(num_blocks * C * 12), 0.0);
 
-    at::parallel_for(0, num_blocks, 1, [&](int64_t b0, int64_t b1) {
+    cpu::parallel_for(0, num_blocks, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
         double* part = partial.data() + blk * C * 12;
         const int64_t n_end = std::min(N, (blk + 1) * kBwdBlock);

@@ -142,7 +142,7 @@ void batch_alpha(const Batch<T>& bt, int ox, int oy, T* __restrict alpha) {
 }
 
 template <>
-GSR_CPU_CLONES inline void batch_alpha<float>(const Batch<float>& bt, int ox, int oy,
+inline void batch_alpha<float>(const Batch<float>& bt, int ox, int oy,
                                               float* __restrict alpha) {
   static_assert(kBatch % kLanes == 0, "batches are whole vectors");
   const int nv = (bt.n + kLanes - 1) / kLanes;  // lanes past n hold opacity 0 (Batch::seal)

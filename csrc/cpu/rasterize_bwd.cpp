@@ -6,11 +6,11 @@
 // they go to per-entry rows instead and a fixed-order reduction sums them (gsrender/det_reduce.h),
 // so the result is the same bit for bit whatever the thread count.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include "gemm.h"
 #include "gsrender/det_reduce.h"
+#include "isa.h"
 #include "raster_tile.h"
 
 namespace gsrender {
@@ -188,7 +188,7 @@ BwdScratch<T> make_scratch(int64_t CH) {
 template <typename T>
 void backward_atomic(const RasterArgs<T>& a, const RasterBwdIO<T>& io) {
   const int64_t CH = a.CH, tiles_per_cam = int64_t(a.TH) * a.TW;
-  at::parallel_for(0, a.C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
+  cpu::parallel_for(0, a.C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
     BwdScratch<T> s = make_scratch<T>(CH);
     int64_t dbg_cam = begin / std::max<int64_t>(tiles_per_cam, 1);
     auto flush_dbg = [&] {
@@ -239,7 +239,7 @@ void backward_deterministic(const RasterArgs<T>& a, const RasterBwdIO<T>& io,
     const DetPass ps = plan.pass(c0, CH);
     at::Tensor part_t = at::zeros({a.M, ps.stride}, opts);  // [M, kDetFields + nc]
     T* part = part_t.data_ptr<T>();
-    at::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
+    cpu::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
       BwdScratch<T> s = make_scratch<T>(CH);
       for (int64_t t = begin; t < end; ++t) {
         backward_tile(a, io, t, s);
@@ -259,7 +259,7 @@ void backward_deterministic(const RasterArgs<T>& a, const RasterBwdIO<T>& io,
         }
       }
     });
-    at::parallel_for(0, G, 256, [&](int64_t g0, int64_t g1) {
+    cpu::parallel_for(0, G, 256, [&](int64_t g0, int64_t g1) {
       for (int64_t g = g0; g < g1; ++g)
         for (int64_t f = 0; f < ps.stride; ++f) det_reduce_one(out, ps, part, order, seg, g, f);
     });

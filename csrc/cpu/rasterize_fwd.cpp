@@ -2,10 +2,10 @@
 // Gaussians, build W (P×K) with the exact transmittance scan, then OUT += W·F as a blocked GEMM.
 // impl = scalar keeps the one-pixel-at-a-time 3DGS loop as the in-house baseline.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include "gemm.h"
+#include "isa.h"
 #include "raster_tile.h"
 
 namespace gsrender {
@@ -200,7 +200,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
                       aux.data_ptr<T>(), stats.data_ptr<int64_t>()};
     int64_t* st = o.stats;
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
-    at::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
+    cpu::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
       FwdScratch<T> s;
       s.out.resize(kSubPixels * CH);
       for (int64_t t = begin; t < end; ++t) {

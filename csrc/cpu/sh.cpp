@@ -1,6 +1,5 @@
 // CPU kernels of sh_fwd / sh_bwd: the per-(camera, Gaussian) math lives in gsrender/sh.h.
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -9,6 +8,7 @@
 
 #include "gsrender/project_sh_checks.h"
 #include "gsrender/sh.h"
+#include "isa.h"
 
 namespace gsrender {
 namespace {
@@ -26,7 +26,7 @@ Tensor sh_fwd_cpu(int64_t degree, const Tensor& dirs, const Tensor& coeffs) {
     const T* cp = coeffs_c.data_ptr<T>();
     T* out = colors.data_ptr<T>();
     const int deg = static_cast<int>(degree);
-    at::parallel_for(0, C * N, 2048, [&](int64_t begin, int64_t end) {
+    cpu::parallel_for(0, C * N, 2048, [&](int64_t begin, int64_t end) {
       for (int64_t idx = begin; idx < end; ++idx) {
         const int64_t n = idx % N;
         sh_eval(deg, load_vec3(dp + 3 * idx), cp + n * K * 3, out + 3 * idx);
@@ -55,7 +55,7 @@ std::tuple<Tensor, Tensor> sh_bwd_cpu(int64_t degree, const Tensor& dirs, const 
     const int deg = static_cast<int>(degree);
     // Parallel over Gaussians so each v_coeffs row is owned by one thread (summed over cameras
     // in camera order: deterministic).
-    at::parallel_for(0, N, 1024, [&](int64_t begin, int64_t end) {
+    cpu::parallel_for(0, N, 1024, [&](int64_t begin, int64_t end) {
       for (int64_t n = begin; n < end; ++n) {
         for (int64_t c = 0; c < C; ++c) {
           const int64_t idx = c * N + n;

@@ -1,22 +1,22 @@
-// Vectorisation helpers for the CPU kernels: an exp the compiler can vectorise, and function
-// multi-versioning so one binary runs AVX2+FMA code where the CPU has it and SSE2 code elsewhere.
+// Vectorisation helpers for the CPU kernels: 8-float vectors and an exp the compiler can
+// vectorise. Which instructions they compile to (AVX-512F, AVX2+FMA or SSE2) is chosen at run time
+// by the caller's cpu::parallel_for / cpu::dispatch (isa.h).
 #pragma once
 #include <cmath>
 #include <cstdint>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GSR_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define GSR_CPU_CLONES
-#endif
+// GSR_CPU_CLONES (GCC target_clones, fixed once per process by the loader) is replaced by isa.h:
+// drop it from a function; the function runs in the active ISA's copy when reached from a
+// cpu::parallel_for chunk or cpu::dispatch.
+#pragma GCC poison GSR_CPU_CLONES
 
 namespace gsrender {
 namespace cpu {
 
-// 8 floats: GCC vector extensions give branch-free SIMD code in every clone (two SSE halves in
-// the baseline one), which auto-vectorisation does not reliably do for the α loop.
+// 8 floats: GCC vector extensions give branch-free SIMD code in every ISA's copy (two SSE halves
+// in the baseline one), which auto-vectorisation does not reliably do for the α loop.
 // The helpers are always inlined, so the vector-argument ABI note GCC gives for the baseline
-// (non-AVX) clone does not apply.
+// (non-AVX) copy does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float f8 __attribute__((vector_size(32)));
 typedef int32_t i8 __attribute__((vector_size(32)));

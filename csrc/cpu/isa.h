@@ -1,0 +1,80 @@
+// Run-time choice of the instruction set the CPU kernels run. Code reached from cpu::dispatch —
+// and so from every cpu::parallel_for chunk — is compiled three times, for AVX-512F, AVX2+FMA and
+// baseline x86-64 (SSE2), and each call runs the copy of the active ISA: the best this CPU runs,
+// unless GSRENDER_CPU_ISA (read when the extension loads) or set_cpu_isa() chose another. An ISA
+// the CPU cannot run is refused with an error saying what it does run; it is never executed.
+//
+// Unlike GCC's target_clones (an ifunc the loader resolves once), the choice can change between
+// calls, so the test suite runs the same kernels under every ISA the machine has.
+//
+// What is compiled per ISA: the dispatched callable and everything it calls whose definition is
+// visible in its translation unit (headers, same file), inlined by `flatten`. Not: code in other
+// .cpp files, library calls, and the body of an OpenMP / at::parallel_for region opened inside
+// the callable (outlined as a function of its own, baseline) — dispatch inside such regions.
+#pragma once
+#include <ATen/Parallel.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gsrender {
+namespace cpu {
+
+enum class Isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
+
+const char* isa_name(Isa isa);
+// The ISAs this CPU and OS can run, best first (baseline always).
+std::vector<Isa> runnable_isas();
+// The ISA dispatch runs now.
+Isa active_isa();
+// name: "auto" (the best runnable), "avx512", "avx2" or "baseline". Throws std::invalid_argument
+// for another name, std::runtime_error for an ISA this CPU cannot run (the active one is kept).
+// `source` names the setting in the message (GSRENDER_CPU_ISA or set_cpu_isa).
+Isa set_cpu_isa(const std::string& name, const char* source = "set_cpu_isa");
+// set_cpu_isa(GSRENDER_CPU_ISA, or "auto" when it is unset or empty); called at module load.
+Isa set_cpu_isa_from_env();
+
+namespace detail {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GSR_CPU_ISA_CLONES 1
+// flatten inlines everything f calls (where the body is visible), so the whole call tree is
+// compiled with the clone's target; noinline keeps each clone a function the switch can call.
+template <class F>
+[[gnu::target("avx512f,fma"), gnu::flatten, gnu::noinline]] void run_avx512(const F& f) {
+  f();
+}
+template <class F>
+[[gnu::target("avx2,fma"), gnu::flatten, gnu::noinline]] void run_avx2(const F& f) {
+  f();
+}
+// The baseline copy is flattened too, so the three differ in instruction set only.
+template <class F>
+[[gnu::flatten, gnu::noinline]] void run_baseline(const F& f) {
+  f();
+}
+#endif
+}  // namespace detail
+
+// Runs f() compiled for the active ISA.
+template <class F>
+inline void dispatch(const F& f) {
+#ifdef GSR_CPU_ISA_CLONES
+  switch (active_isa()) {
+    case Isa::avx512: return detail::run_avx512(f);
+    case Isa::avx2: return detail::run_avx2(f);
+    case Isa::baseline: return detail::run_baseline(f);
+  }
+#else
+  f();
+#endif
+}
+
+// at::parallel_for whose chunks f(begin, end) run compiled for the active ISA.
+template <class F>
+inline void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  at::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { dispatch([&] { f(b, e); }); });
+}
+
+}  // namespace cpu
+}  // namespace gsrender

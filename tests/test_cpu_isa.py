@@ -1,0 +1,81 @@
+"""The CPU kernels' instruction-set copies (csrc/cpu/isa.h): listing, switching in-process,
+GSRENDER_CPU_ISA at import, refusal of a copy the CPU cannot run (a clear error, never SIGILL),
+and `gsrender info`. That every copy renders correctly is checked by the tests marked
+@every_cpu_isa (conftest.py), which run once per copy this CPU runs."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gsrender import _C
+from gsrender.cli import info_dict, main
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL = ("avx512", "avx2", "baseline")  # best first
+MISSING = [i for i in ALL if i not in _C.cpu_isas()]
+
+
+@pytest.fixture
+def restore_isa():
+    before = _C.cpu_isa()
+    yield
+    _C.set_cpu_isa(before)
+
+
+def test_runnable_isas_best_first_and_switchable(restore_isa):
+    isas = _C.cpu_isas()
+    assert isas[-1] == "baseline" and set(isas) <= set(ALL)
+    assert isas == sorted(isas, key=ALL.index)
+    assert _C.cpu_isa() in isas
+    for isa in isas:
+        assert _C.set_cpu_isa(isa) == isa and _C.cpu_isa() == isa
+    assert _C.set_cpu_isa("auto") == isas[0] == _C.cpu_isa()
+
+
+def test_unknown_isa_names_the_choices(restore_isa):
+    before = _C.cpu_isa()
+    with pytest.raises(ValueError, match=r"unknown CPU ISA 'sse9'; choose auto, avx512, avx2 or baseline"):
+        _C.set_cpu_isa("sse9")
+    with pytest.raises(TypeError):
+        _C.set_cpu_isa(2)
+    assert _C.cpu_isa() == before
+
+
+@pytest.mark.skipif(not MISSING, reason="this CPU runs every copy: none to refuse")
+def test_isa_the_cpu_lacks_is_refused(restore_isa):
+    before = _C.cpu_isa()
+    for isa in MISSING:
+        with pytest.raises(RuntimeError, match=rf"cannot run the {isa} kernels .*; it runs: "
+                                               + ", ".join(_C.cpu_isas())):
+            _C.set_cpu_isa(isa)
+        assert _C.cpu_isa() == before
+
+
+def _import_with(isa: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GSRENDER_CPU_ISA": isa}
+    return subprocess.run([sys.executable, "-c", "from gsrender import _C; print(_C.cpu_isa())"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_env_var_chooses_the_copy_at_import():
+    proc = _import_with("baseline")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "baseline"
+    proc = _import_with("fast")
+    assert proc.returncode == 1 and "GSRENDER_CPU_ISA: unknown CPU ISA 'fast'" in proc.stderr
+    for isa in MISSING[:1]:  # an exception at import, not an illegal instruction (returncode -4)
+        proc = _import_with(isa)
+        assert proc.returncode == 1, proc.returncode
+        assert f"GSRENDER_CPU_ISA: this CPU cannot run the {isa} kernels" in proc.stderr
+
+
+def test_info_reports_the_active_copy(restore_isa, capsys):
+    _C.set_cpu_isa("baseline")
+    d = info_dict()
+    assert d["cpu_isa"] == "baseline" and d["cpu_isas"] == _C.cpu_isas()
+    assert main(["info"]) == 0
+    assert "CPU kernels: baseline copy (this CPU runs " + ", ".join(_C.cpu_isas()) in capsys.readouterr().out
