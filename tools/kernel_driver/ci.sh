@@ -13,6 +13,13 @@ PY=${1:-${PYTHON:-python}}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 t0=$(date +%s)
+# the launch layer stays torch-free (build.sh has no torch include path: a transitive include
+# fails the build; this names the direct ones)
+if grep -nE '#include <(ATen|torch|c10)/' csrc/cuda/kernels/* csrc/include/gsrender/launch/* \
+    tools/kernel_driver/*; then
+  echo "kernel_driver/ci.sh: torch header in the launch layer" >&2
+  exit 1
+fi
 tools/kernel_driver/build.sh "$WORK/build"
 t1=$(date +%s)
 "$PY" -m gsrender.testing.make_cases "$WORK/cases"

@@ -15,8 +15,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "case_io.h"
@@ -55,6 +56,11 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   Buffer(Buffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
+  Buffer& operator=(Buffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
   ~Buffer() {
     if (ptr_) cudaFree(ptr_);
   }
@@ -420,21 +426,26 @@ int main(int argc, char** argv) {
   int cc_major = 0;
   cudaStream_t stream = nullptr;
   if (!echo) {
-    int dev = 0, minor = 0, rt = 0, drv = 0;
-    cudaDeviceProp prop{};
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
-    check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "cc");
-    check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cc");
-    cudaRuntimeGetVersion(&rt);
-    cudaDriverGetVersion(&drv);
-    check(cudaStreamCreate(&stream), "cudaStreamCreate");
-    device.obj["name"] = Json::of(std::string(prop.name));
-    device.obj["sm"] = Json::of(static_cast<double>(cc_major * 10 + minor));
-    device.obj["runtime"] = Json::of(static_cast<double>(rt));
-    device.obj["driver"] = Json::of(static_cast<double>(drv));
-    std::printf("kernel_driver: %s (sm_%d%d), runtime %d, driver %d, %zu cases\n", prop.name,
-                cc_major, minor, rt, drv, cases.size());
+    try {
+      int dev = 0, minor = 0, rt = 0, drv = 0;
+      cudaDeviceProp prop{};
+      check(cudaGetDevice(&dev), "cudaGetDevice");
+      check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+      check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev), "cc");
+      check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cc");
+      cudaRuntimeGetVersion(&rt);
+      cudaDriverGetVersion(&drv);
+      check(cudaStreamCreate(&stream), "cudaStreamCreate");
+      device.obj["name"] = Json::of(std::string(prop.name));
+      device.obj["sm"] = Json::of(static_cast<double>(cc_major * 10 + minor));
+      device.obj["runtime"] = Json::of(static_cast<double>(rt));
+      device.obj["driver"] = Json::of(static_cast<double>(drv));
+      std::printf("kernel_driver: %s (sm_%d%d), runtime %d, driver %d, %zu cases\n", prop.name,
+                  cc_major, minor, rt, drv, cases.size());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kernel_driver: no usable CUDA device: %s\n", e.what());
+      return 1;
+    }
   }
   int errors = 0, skipped = 0;
   for (const fs::path& dir : cases) {

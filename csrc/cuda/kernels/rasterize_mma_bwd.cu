@@ -265,8 +265,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 }
 
 template <bool kBf16>
-cudaError_t launch(const RasterArgs<float>& p, const RasterBwdIO<float>& io, const BwdArgs& ba,
-                   int64_t n_tiles, cudaStream_t stream) {
+cudaError_t launch_kernel(const RasterArgs<float>& p, const RasterBwdIO<float>& io,
+                          const BwdArgs& ba, int64_t n_tiles, cudaStream_t stream) {
   if (p.sorted)
     rasterize_mma_bwd_kernel<kBf16, true><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
         p, io, ba);
@@ -344,7 +344,7 @@ cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<flo
   GSR_CUDA_TRY(op::absmax_scale(f, /*per_channel=*/false, l.f_scale, stream));
   GSR_CUDA_TRY(op::convert<Bits>(f, nullptr, l.f_scale, l.CHp, l.f, stream));
   const BwdArgs ba{l.g, l.f, l.g_scale, l.f_scale, l.gout, l.CHp};
-  return launch<kBf16>(p, io, ba, n_tiles, stream);
+  return launch_kernel<kBf16>(p, io, ba, n_tiles, stream);
 }
 
 }  // namespace

@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2)  // ≤ 128 registers: 2 block
 }
 
 template <int kImpl, int kNT>
-cudaError_t launch(const RasterArgs<float>& p, const FwdOut<float>& o,
+cudaError_t launch_kernel(const RasterArgs<float>& p, const FwdOut<float>& o,
                    const typename Operand<kImpl>::T* feat, int64_t CHp, const float* scale,
                    int64_t n_tiles, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n_tiles),
@@ -305,7 +305,7 @@ size_t rasterize_mma_fwd_workspace_bytes(const RasterArgs<float>& p, int64_t imp
 
 cudaError_t launch_rasterize_mma_fwd(const RasterFwdArgs<float>& a, int64_t impl, Workspace ws,
                                      cudaStream_t stream) {
-  using gpu::launch;
+  using gpu::launch_kernel;
   namespace op = gpu::operands;
   const RasterArgs<float>& p = a.in;
   const int64_t n_tiles = raster_tiles(p);
@@ -321,18 +321,19 @@ cudaError_t launch_rasterize_mma_fwd(const RasterFwdArgs<float>& a, int64_t impl
     case kImplMatrixBF16: {
       GSR_CUDA_TRY(op::convert<op::Bits16<true>>(src, l.scale, nullptr, l.CHp, l.feat, stream));
       const auto* f = static_cast<const uint16_t*>(l.feat);
-      return launch<kImplMatrixBF16, 4>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
+      return launch_kernel<kImplMatrixBF16, 4>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
     }
     case kImplMatrixTF32: {
       GSR_CUDA_TRY(op::convert<float>(src, l.scale, nullptr, l.CHp, l.feat, stream));
       const auto* f = static_cast<const float*>(l.feat);
-      return launch<kImplMatrixTF32, 2>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
+      return launch_kernel<kImplMatrixTF32, 2>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
     }
     case kImplMatrixF16: {
       GSR_CUDA_TRY(op::convert<op::Bits16<false>>(src, l.scale, nullptr, l.CHp, l.feat, stream));
       const auto* f = static_cast<const uint16_t*>(l.feat);
-      return p.CH <= mma::kN ? launch<kImplMatrixF16, 1>(p, a.out, f, l.CHp, l.scale, n_tiles, stream)
-                             : launch<kImplMatrixF16, 4>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
+      if (p.CH <= mma::kN)
+        return launch_kernel<kImplMatrixF16, 1>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
+      return launch_kernel<kImplMatrixF16, 4>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
     }
     default:
       return cudaErrorInvalidValue;  // the scalar impl runs launch_rasterize_fwd
