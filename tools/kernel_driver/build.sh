@@ -17,7 +17,8 @@ NVCC=${NVCC:-$(command -v nvcc || ls -d /usr/local/cuda*/bin/nvcc 2>/dev/null | 
 GENCODE="-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90"
 for sm in ${KDRIVER_SASS:-}; do GENCODE="$GENCODE -gencode arch=compute_$sm,code=sm_$sm"; done
 # the extension's nvcc flags (setup.py), no torch include path
-FLAGS="-O3 -std=c++20 --use_fast_math -lineinfo --expt-relaxed-constexpr -I$ROOT/csrc/include"
+# -no-compress: plain PTX in the fatbinary, for tools and simulators that read it
+FLAGS="-O3 -std=c++20 --use_fast_math -lineinfo --expt-relaxed-constexpr -no-compress -I$ROOT/csrc/include"
 JOBS=${KDRIVER_JOBS:-$(nproc)}
 export NVCC FLAGS GENCODE OUT
 t0=$(date +%s)

@@ -167,6 +167,17 @@ class JsonParser {
   }
 };
 
+inline void write_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
+    else out += c;
+  }
+  out += '"';
+}
+
 inline void write_json(std::string& out, const Json& j, int indent = 0) {
   const std::string pad(indent, ' ');
   switch (j.kind) {
@@ -178,16 +189,7 @@ inline void write_json(std::string& out, const Json& j, int indent = 0) {
       out += buf;
       break;
     }
-    case Json::kString:
-      out += '"';
-      for (const char c : j.str) {
-        if (c == '"' || c == '\\') out += '\\', out += c;
-        else if (c == '\n') out += "\\n";
-        else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
-        else out += c;
-      }
-      out += '"';
-      break;
+    case Json::kString: write_string(out, j.str); break;
     case Json::kArray: {
       out += '[';
       for (size_t k = 0; k < j.arr.size(); ++k) {
@@ -203,7 +205,9 @@ inline void write_json(std::string& out, const Json& j, int indent = 0) {
       for (const auto& [k, v] : j.obj) {
         out += first ? "\n" : ",\n";
         first = false;
-        out += pad + " \"" + k + "\": ";
+        out += pad + " ";
+        write_string(out, k);
+        out += ": ";
         write_json(out, v, indent + 1);
       }
       out += first ? "}" : "\n" + pad + "}";
