@@ -47,14 +47,14 @@ if [ $driver_rc -eq 0 ] && [ -f "$CASES/.complete" ]; then
   kernel_rc=$?
   log "kernel driver rc=$run_rc, check rc=$kernel_rc in $(( $(date +%s) - t0 )) s"
   grep -v "^PASS" "$OUT/kernel_check.log" | tail -40 | tee -a "$LOG"
-  # memory and shared-memory race checks on one case per kernel family (the small scene)
+  # memory and shared-memory race checks on one case per kernel family
   if command -v compute-sanitizer >/dev/null 2>&1; then
     for tool in memcheck racecheck; do
-      for only in rasterize_fwd_small_sorted_D40_f16 rasterize_fwd_small_weighted_D4_tf32 \
-                  rasterize_fwd_small_sorted_D16_bf16 rasterize_bwd_small_sorted_D16_f16 \
-                  rasterize_bwd_small_weighted_D40_bf16 rasterize_bwd_small_sorted_D40_det \
-                  rasterize_fwd_small_sorted_D40_f32 bin_tiles_small_t16_sorted \
-                  project_bwd_small weight_stats_small_K4 contributors_small_all; do
+      for only in rasterize_fwd_small_sorted_D16_f16 rasterize_fwd_small_weighted_D4_tf32 \
+                  rasterize_fwd_tiny_sorted_D130_bf16 rasterize_bwd_small_sorted_D16_f16 \
+                  rasterize_bwd_small_weighted_D4_bf16 rasterize_bwd_small_sorted_D3_det \
+                  rasterize_fwd_small_weighted_D16_f32 bin_tiles_small_t16_sorted \
+                  project_bwd_small weight_stats_small_K4 contributors_small_list; do
         timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 3 \
           build/kernel_driver/kernel_driver "$CASES" "$OUT/sanitizer_results" --only "$only" \
           >"$OUT/sanitizer_${tool}_${only}.log" 2>&1
