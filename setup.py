@@ -55,7 +55,9 @@ def _extension():
         )
     if not torch.cuda.is_available() and "TORCH_CUDA_ARCH_LIST" not in os.environ:
         os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0"
+    # csrc/cuda/*.cu: the torch glue; csrc/cuda/kernels/*.cu: the torch-free kernels + launchers
     sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))
+    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cuda", "kernels", "*.cu")))
     nvcc = ["-O3", "-std=c++20", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr"]
     if os.environ.get("GSRENDER_PTXAS_VERBOSE", "0") == "1":
         nvcc.append("-Xptxas=-v")

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# One command for a bare GPU machine with torch preinstalled (no internet): build gsrender in
-# place for this device, run the CUDA tests (CUDA vs the CPU backend), run the channel sweep and
-# the FPS harness on CUDA (Tensor Core precisions vs the scalar kernel vs gsplat when importable),
-# and write gpu_check.json + gpu_check.log (+ the benchmarks' JSON/markdown/PNGs) to $OUT (or
-# ./gpu_out). Budget: about 8 minutes in all (build ~4-5 min on 16 cores, tests, benchmarks).
+# One command for a bare GPU machine with torch preinstalled (no internet), in two phases:
+#  1. kernels first, no torch build (target: under 3 minutes): build tools/kernel_driver with
+#     nvcc, run every case of the standard set through the torch-free launch layer, check the
+#     outputs against the CPU backend's (gsrender.testing.check), and run a subset under
+#     compute-sanitizer memcheck and racecheck. The cases come from $CASES (default
+#     build/kernel_cases: generate them beforehand with `python -m gsrender.testing.make_cases
+#     build/kernel_cases` and carry the folder); without them a CPU-only extension build makes
+#     them here, in parallel with the driver build.
+#  2. build gsrender in place for this device, run the CUDA tests (CUDA vs the CPU backend), the
+#     channel sweep and the FPS harness on CUDA (Tensor Core precisions vs the scalar kernel vs
+#     gsplat when importable).
+# Writes gpu_check.json + gpu_check.log (+ kernel_check.log, the result cases, the benchmarks'
+# JSON/markdown/PNGs) to $OUT (or ./gpu_out). KERNELS_ONLY=1 stops after phase 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -13,6 +21,59 @@ LOG="$OUT/gpu_check.log"
 : >"$LOG"
 log() { echo "[$(date +%T)] $*" | tee -a "$LOG"; }
 
+# ---- phase 1: the kernels through the driver ------------------------------------------------
+CASES=${CASES:-build/kernel_cases}
+t0=$(date +%s)
+case_pid=""
+if [ ! -f "$CASES/.complete" ]; then
+  log "no case set at $CASES: CPU-only build + make_cases, in parallel with the driver build"
+  ( GSRENDER_NO_CUDA=1 MAX_JOBS=$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 )) \
+      "$PY" setup.py -q build_ext --inplace >"$OUT/cpu_build.log" 2>&1 &&
+    "$PY" -m gsrender.testing.make_cases "$CASES" --clean >>"$OUT/cpu_build.log" 2>&1 ) &
+  case_pid=$!
+fi
+timeout 300 tools/kernel_driver/build.sh build/kernel_driver >"$OUT/driver_build.log" 2>&1
+driver_rc=$?
+log "driver build rc=$driver_rc in $(( $(date +%s) - t0 )) s"
+tail -3 "$OUT/driver_build.log" | tee -a "$LOG"
+[ -n "$case_pid" ] && { wait "$case_pid"; log "cases rc=$? (log: cpu_build.log)"; }
+kernel_rc=1
+if [ $driver_rc -eq 0 ] && [ -f "$CASES/.complete" ]; then
+  t0=$(date +%s)
+  rm -rf "$OUT/kernel_results"
+  timeout 240 build/kernel_driver/kernel_driver "$CASES" "$OUT/kernel_results" >"$OUT/kernel_run.log" 2>&1
+  run_rc=$?
+  "$PY" -m gsrender.testing.check "$OUT/kernel_results" --expected "$CASES" >"$OUT/kernel_check.log" 2>&1
+  kernel_rc=$?
+  log "kernel driver rc=$run_rc, check rc=$kernel_rc in $(( $(date +%s) - t0 )) s"
+  grep -v "^PASS" "$OUT/kernel_check.log" | tail -40 | tee -a "$LOG"
+  # memory and shared-memory race checks on one case per kernel family
+  if command -v compute-sanitizer >/dev/null 2>&1; then
+    for tool in memcheck racecheck; do
+      for only in rasterize_fwd_small_sorted_D16_f16 rasterize_fwd_small_weighted_D4_tf32 \
+                  rasterize_fwd_tiny_sorted_D130_bf16 rasterize_bwd_small_sorted_D16_f16 \
+                  rasterize_bwd_small_weighted_D4_bf16 rasterize_bwd_small_sorted_D3_det \
+                  rasterize_fwd_small_weighted_D16_f32 bin_tiles_small_t16_sorted \
+                  project_bwd_small weight_stats_small_K4 contributors_small_list; do
+        timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+          build/kernel_driver/kernel_driver "$CASES" "$OUT/sanitizer_results" --only "$only" \
+          >"$OUT/sanitizer_${tool}_${only}.log" 2>&1
+        rc=$?
+        log "compute-sanitizer $tool $only rc=$rc"
+        [ $rc -eq 0 ] || { kernel_rc=1; tail -20 "$OUT/sanitizer_${tool}_${only}.log" | tee -a "$LOG"; }
+      done
+    done
+  else
+    log "compute-sanitizer not found: sanitizer runs skipped"
+  fi
+fi
+if [ "${KERNELS_ONLY:-0}" = "1" ]; then
+  echo "{\"driver_build_rc\": $driver_rc, \"kernel_rc\": $kernel_rc}" >"$OUT/gpu_check.json"
+  [ $kernel_rc -eq 0 ]
+  exit
+fi
+
+# ---- phase 2: the extension, its CUDA tests and the benchmarks ------------------------------
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}
 if [ -z "${TORCH_CUDA_ARCH_LIST:-}" ]; then
   TORCH_CUDA_ARCH_LIST=$("$PY" -c "import torch; print('%d.%d' % torch.cuda.get_device_capability())")
@@ -52,15 +113,15 @@ if [ $build_rc -eq 0 ]; then
   tail -30 "$OUT/channels.log" "$OUT/fps.log" | tee -a "$LOG"
 fi
 
-"$PY" - "$OUT" "$build_rc" "$test_rc" "$bench_rc" <<'PYEOF'
+"$PY" - "$OUT" "$build_rc" "$test_rc" "$bench_rc" "$driver_rc" "$kernel_rc" <<'PYEOF'
 import json, os, sys
-out, build_rc, test_rc, bench_rc = sys.argv[1], *map(int, sys.argv[2:5])
+out, build_rc, test_rc, bench_rc, driver_rc, kernel_rc = sys.argv[1], *map(int, sys.argv[2:7])
 def load(*parts):
     path = os.path.join(out, *parts)
     return json.load(open(path)) if os.path.exists(path) else None
-summary = {"build_rc": build_rc, "pytest_rc": test_rc, "bench_rc": bench_rc,
+summary = {"driver_build_rc": driver_rc, "kernel_rc": kernel_rc, "build_rc": build_rc, "pytest_rc": test_rc, "bench_rc": bench_rc,
            "channels": load("channels", "channels.json"), "fps": load("fps", "fps.json")}
 json.dump(summary, open(os.path.join(out, "gpu_check.json"), "w"), indent=1)
 print(json.dumps(summary, indent=1))
 PYEOF
-[ $build_rc -eq 0 ] && [ $test_rc -eq 0 ] && [ $bench_rc -eq 0 ]
+[ $kernel_rc -eq 0 ] && [ $build_rc -eq 0 ] && [ $test_rc -eq 0 ] && [ $bench_rc -eq 0 ]

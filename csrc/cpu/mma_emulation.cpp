@@ -1,7 +1,7 @@
 // TEST-ONLY ops (DESIGN §5a): the Tensor Core rasterizer's warp, emulated on the CPU. One tile is
-// rendered the way the GPU kernel (csrc/cuda/rasterize_mma_fwd.cu) does, sorted or weighted: per
-// 8×4 sub-tile one warp packs the tile's depth-ordered list to the Gaussians whose support box
-// meets it (raster_tile.h's rule), then per batch of 16 every lane evaluates α for its (pixel,
+// rendered the way the GPU kernel (csrc/cuda/kernels/rasterize_mma_fwd.cu) does, sorted or
+// weighted: per 8×4 sub-tile one warp packs the tile's depth-ordered list to the Gaussians whose
+// support box meets it (raster_tile.h's rule), then per batch of 16 every lane evaluates α for its (pixel,
 // Gaussian) pairs, builds its W row slices with the quad transmittance scan (or the weighted
 // mode's quad sums; gsrender/mma_fragments.h, run on the emulated lanes), packs them into A
 // fragments, stages the batch's features as a [Gaussian][channel] block, loads B with (emulated)

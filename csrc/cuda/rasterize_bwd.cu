@@ -1,263 +1,21 @@
-// CUDA backward rasterizer, the scalar kernel (3DGS/gsplat style; the f16/bf16 impls take the
-// Tensor Core backward of rasterize_mma_bwd.cu where it applies): one block per tile, one
-// thread per pixel, the tile's list walked back to front from the block's largest last_ids in
-// shared-memory batches. The gradient formulas are those of csrc/cpu/rasterize_bwd.cpp:
-//   sorted:   dα_k = T_k·dW_k − S_k/(1 − α_k), S carried back to front, seeded with
-//             T_final·(G·bg − v_alpha), then S += w_k·dW_k;
-//   weighted: g = v_render / (Σw + w_bg), dα_k = (dW_k − g·OUT)·φ_k + v_alpha·T_final/(1 − α_k),
-//             v_depth_k = (dW_k − g·OUT)·α_k·φ'(z_k),
-// with dW_k = g·f_k and v_colors_k += w_k·g, then AlphaGrad (gsrender/alpha.h) to the 2D
-// parameters. The transmittance before each Gaussian is recovered by division,
-// T_k = T_{k+1} / (1 − α_k) starting from T_final (3DGS's choice: one pass, no forward replay;
-// α ≤ 0.99 keeps each division well conditioned, and the CPU replays the forward instead, which
-// agrees to rounding). Per-Gaussian sums are reduced over each warp (__shfl_down_sync) and added
-// with one atomicAdd per warp; a warp skips a Gaussian none of its pixels uses.
-// deterministic=true (gsrender/det_reduce.h) runs this kernel for every impl (the exact fp32
-// backward; the Tensor Core one is not used) with the block's sums written to one part row per
-// tile-list entry, in a fixed order (warp shuffle tree, then the warps in order), and a second
-// kernel sums each Gaussian's rows in entry order: no float atomics, bitwise-reproducible.
+// Torch glue of rasterize_bwd on CUDA: checks, the device-side binning validation, the zeroed
+// gradient buffers, the choice of kernel (deterministic scalar, Tensor Core where it applies,
+// else scalar) and the launchers of gsrender/launch/rasterize.h (kernels in
+// kernels/rasterize_bwd.cu, kernels/rasterize_mma_bwd.cu).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
 #include <tuple>
 
-#include "gsrender/det_reduce.h"
-#include "raster_common.cuh"
-#include "rasterize_mma.cuh"
+#include "cuda_glue.h"
+#include "gsrender/launch/rasterize.h"
 
 namespace gsrender {
 namespace gpu {
 namespace {
 
 using at::Tensor;
-
-constexpr int kWarps = kMaxThreads / 32;
-
-// deterministic=true: this pass's part rows ([M, ps.stride]) and the per-tile v_backgrounds rows
-// ([tiles, CH], nullptr without backgrounds).
-template <typename T>
-struct DetRows {
-  T* part;
-  T* bg_part;
-  DetPass ps;
-};
-
-// Block sums of consecutive fields of one row in a fixed order: each warp's shuffle tree, then
-// the warps' totals in warp order. Every thread of the block calls put() for every field, so the
-// 32-field staging area in shared memory is flushed (two barriers) at block-uniform points.
-template <typename T>
-struct BlockRow {
-  T (*red)[32];  // shared [kWarps][32]
-  T* row;
-  int q = 0;
-
-  __device__ __forceinline__ void put(T v) {
-    v = warp_sum(v);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5][q] = v;
-    if (++q == 32) flush();
-  }
-  __device__ __forceinline__ void flush() {
-    __syncthreads();
-    if (static_cast<int>(threadIdx.x) < q) {
-      T sum = T(0);
-      const int nw = static_cast<int>(blockDim.x) >> 5;
-      for (int w = 0; w < nw; ++w) sum += red[w][threadIdx.x];
-      row[threadIdx.x] = sum;
-    }
-    __syncthreads();  // red is free again
-    row += q;
-    q = 0;
-  }
-};
-
-template <typename T, bool kDet>
-__global__ void __launch_bounds__(kMaxThreads, 1)
-    rasterize_bwd_kernel(const RasterArgs<T> p, const RasterBwdIO<T> io, const DetRows<T> det) {
-  __shared__ Stage<T> s;
-  __shared__ int32_t s_stop;
-  __shared__ T red[kDet ? kWarps : 1][32];
-  const TileRun run = tile_run(p, blockIdx.x);
-  const ThreadPixel px = thread_pixel(p, run);
-  const T pcx = px.x + T(0.5), pcy = px.y + T(0.5);
-  const int64_t CH = p.CH;
-  const T* bg = p.backgrounds ? p.backgrounds + run.cam * CH : nullptr;
-
-  // Per-pixel state. g = scale·v_render is the gradient of the normalised output: scale 1 when
-  // sorted, 1/(Σw + w_bg) when weighted.
-  int32_t last = run.start;
-  T t_final = T(0), tr = T(0), acc = T(0), v_alpha = T(0), scale = T(0), g_out = T(0);
-  const T* vr = nullptr;
-  if (px.inside) {
-    last = io.last_ids[px.pix];
-    v_alpha = io.v_alphas[px.pix];
-    vr = io.v_render + px.pix * CH;
-    if (p.sorted) {
-      t_final = io.aux[px.pix];
-      tr = t_final;
-      scale = T(1);
-      T g_bg = T(0);
-      if (bg)
-        for (int64_t c = 0; c < CH; ++c) g_bg += vr[c] * bg[c];
-      acc = t_final * (g_bg - v_alpha);  // suffix-sum seed: background and alpha-output terms
-    } else {
-      t_final = T(1) - io.alphas[px.pix];
-      scale = T(1) / io.aux[px.pix];
-      const T* out = io.render + px.pix * CH;
-      for (int64_t c = 0; c < CH; ++c) g_out += vr[c] * scale * out[c];
-    }
-  }
-
-  if (bg) {  // v_backgrounds: sorted T_final·v_render, weighted w_bg·g
-    const T k = p.sorted ? t_final : p.w_bg * scale;
-    if constexpr (kDet) {
-      if (det.ps.first) {
-        BlockRow<T> r{red, det.bg_part + int64_t(blockIdx.x) * CH};
-        for (int64_t c = 0; c < CH; ++c) r.put(px.inside ? k * vr[c] : T(0));
-        r.flush();
-      }
-    } else {
-      T* vbg = io.v_backgrounds + run.cam * CH;
-      for (int64_t c = 0; c < CH; ++c) warp_add(vbg + c, px.inside ? k * vr[c] : T(0));
-    }
-  }
-
-  // The walk ends at the block's largest last_ids (sorted mode's early stop; the tile end in
-  // weighted mode, where last_ids is the tile end).
-  if (threadIdx.x == 0) s_stop = run.start;
-  __syncthreads();
-  if (px.inside) atomicMax(&s_stop, last);
-  __syncthreads();
-  const int32_t stop = s_stop;
-  const int nthreads = static_cast<int>(blockDim.x);
-
-  for (int32_t b1 = stop; b1 > run.start; b1 -= nthreads) {
-    const int32_t b0 = max(run.start, b1 - nthreads);
-    const int n = b1 - b0;
-    __syncthreads();  // the previous batch is fully read
-    if (static_cast<int>(threadIdx.x) < n)
-      stage_gaussian(s, threadIdx.x, p, p.flatten_ids[b0 + static_cast<int32_t>(threadIdx.x)]);
-    __syncthreads();
-    for (int j = n - 1; j >= 0; --j) {
-      const T dx = s.mx[j] - pcx, dy = s.my[j] - pcy;
-      const T alpha = px.inside && b0 + j < last
-                          ? pair_alpha<T>(s.opacity[j], gaussian_sigma<T>(s.a[j], s.b[j],
-                                                                          s.c[j], dx, dy))
-                          : T(0);
-      const bool valid = alpha != T(0);
-      if constexpr (kDet) {
-        if (!__syncthreads_or(valid)) continue;  // block-uniform: the row stays 0
-      } else {
-        if (!__any_sync(0xffffffffu, valid)) continue;  // warp-uniform
-      }
-      const int64_t id = s.id[j];
-      const T om = T(1) - alpha;
-      T w = T(0), t_before = T(0);
-      if (valid) {
-        if (p.sorted) {
-          t_before = tr / om;
-          w = alpha * t_before;
-        } else {
-          w = alpha * s.phi[j];
-        }
-      }
-      // One pass over the channels: dW = g·f, and the warp's share of v_colors += w·g.
-      const T* f = p.colors + id * CH;
-      T* vc = io.v_colors + id * CH;
-      T dw = T(0);
-      for (int64_t c = 0; c < CH; ++c) {
-        const T gc = px.inside ? vr[c] * scale : T(0);
-        dw += gc * f[c];
-        if constexpr (!kDet) warp_add(vc + c, w * gc);
-      }
-      AlphaGrad<T> ag;
-      T v_depth = T(0);
-      if (valid) {
-        T v_al;
-        if (p.sorted) {
-          v_al = t_before * dw - acc / om;
-          acc += w * dw;
-          tr = t_before;
-        } else {
-          const T dw_net = dw - g_out;  // d(N/S)/dw = (f − OUT)/S, with g already divided by S
-          v_al = dw_net * s.phi[j] + v_alpha * t_final / om;
-          v_depth = dw_net * alpha * depth_weight_dz<T>(p.depths[id], s.phi[j], p.sigma_w, p.beta);
-        }
-        ag.add(v_al, alpha, s.opacity[j], s.a[j], s.b[j], s.c[j], dx, dy);
-      }
-      if constexpr (kDet) {  // fields in DetField order, then the pass's channels
-        BlockRow<T> r{red, det.part + int64_t(b0 + j) * det.ps.stride};
-        r.put(ag.v_mean_x), r.put(ag.v_mean_y);
-        r.put(ag.v_a), r.put(ag.v_b), r.put(ag.v_c);
-        r.put(ag.v_opacity), r.put(v_depth);
-        for (int64_t c = det.ps.c0; c < det.ps.c0 + det.ps.nc; ++c)
-          r.put(px.inside ? w * (vr[c] * scale) : T(0));  // w·g as the default path
-        r.flush();
-      } else {
-        warp_add(io.v_means2d + 2 * id, ag.v_mean_x);
-        warp_add(io.v_means2d + 2 * id + 1, ag.v_mean_y);
-        warp_add(io.v_conics + 3 * id, ag.v_a);
-        warp_add(io.v_conics + 3 * id + 1, ag.v_b);
-        warp_add(io.v_conics + 3 * id + 2, ag.v_c);
-        warp_add(io.v_opacities + id, ag.v_opacity);
-        if (!p.sorted) warp_add(io.v_depths + id, v_depth);
-      }
-    }
-  }
-}
-
-// One thread per (Gaussian, field) of a pass: its entries summed in entry order.
-template <typename T>
-__global__ void det_reduce_kernel(const DetOut<T> out, const DetPass ps, const T* __restrict__ part,
-                                  const int64_t* __restrict__ order,
-                                  const int64_t* __restrict__ seg, int64_t G) {
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= G * ps.stride) return;
-  det_reduce_one(out, ps, part, order, seg, idx / ps.stride, idx % ps.stride);
-}
-
-// One thread per (camera, channel): v_backgrounds as the camera's tile rows summed in tile order.
-template <typename T>
-__global__ void det_bg_kernel(const T* __restrict__ bg_part, T* __restrict__ v_backgrounds,
-                              int64_t C, int64_t tiles_per_cam, int64_t CH) {
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= C * CH) return;
-  const int64_t cam = idx / CH, c = idx % CH;
-  v_backgrounds[idx] =
-      det_column_sum<T>(bg_part, CH, nullptr, cam * tiles_per_cam, (cam + 1) * tiles_per_cam, c);
-}
-
-inline unsigned det_blocks(int64_t work) { return static_cast<unsigned>((work + 255) / 256); }
-
-// deterministic=true: per chunk of channels, the tile pass into part, then its reduction
-// (cost and memory in gsrender/det_reduce.h).
-template <typename T>
-void backward_deterministic(const RasterArgs<T>& p, const RasterBwdIO<T>& io,
-                            const Tensor& flatten_ids, bool has_bg, int64_t n_tiles, int threads,
-                            cudaStream_t stream) {
-  const int64_t CH = p.CH, G = p.C * p.N;
-  const DetPlan plan = make_det_plan(flatten_ids, G, CH, sizeof(T));
-  const auto opts = flatten_ids.options().dtype(c10::CppTypeToScalarType<T>::value);
-  const Tensor bg_part = at::zeros({has_bg ? n_tiles : 0, CH}, opts);  // [tiles, CH]
-  const DetOut<T> out{io.v_means2d, io.v_conics, io.v_opacities, io.v_colors, io.v_depths, CH};
-  for (int64_t c0 = 0; c0 < std::max<int64_t>(CH, 1); c0 += plan.chunk) {
-    const DetPass ps = plan.pass(c0, CH);
-    const Tensor part = at::zeros({p.M, ps.stride}, opts);  // [M, kDetFields + nc]
-    const DetRows<T> det{part.data_ptr<T>(), has_bg ? bg_part.data_ptr<T>() : nullptr, ps};
-    rasterize_bwd_kernel<T, true><<<static_cast<unsigned>(n_tiles), threads, 0, stream>>>(p, io,
-                                                                                          det);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    if (G * ps.stride == 0) continue;
-    det_reduce_kernel<T><<<det_blocks(G * ps.stride), 256, 0, stream>>>(
-        out, ps, part.data_ptr<T>(), plan.order.data_ptr<int64_t>(),
-        plan.seg.data_ptr<int64_t>(), G);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
-  if (!has_bg || p.C * CH == 0) return;
-  det_bg_kernel<T><<<det_blocks(p.C * CH), 256, 0, stream>>>(
-      bg_part.data_ptr<T>(), io.v_backgrounds, p.C, int64_t(p.TH) * p.TW, CH);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
     const Tensor& means2d, const Tensor& conics, const Tensor& opacities, const Tensor& colors,
@@ -277,29 +35,28 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
   const RasterBwdTensors bufs =
       prepare_raster_bwd(in, render, alphas, last_ids, aux, v_render, v_alphas);
   const int64_t n_tiles = in.tile_offsets.numel();
-  if (n_tiles == 0)
-    return bufs.grads();
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_bwd: ", n_tiles, " tiles exceed the grid");
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  if (!deterministic && mma_backward_applies(means2d, tile_size, impl)) {
-    launch_rasterize_mma_bwd(make_raster_args<float>(in, width, height, tile_size, mode,
-                                                     weight_params),
-                             in.colors, bufs, impl, n_tiles, stream);
+  const cudaStream_t stream = current_stream();
+  // deterministic=true always runs the exact scalar backward
+  if (!deterministic && mma_rasterizer_applies(means2d, tile_size, impl, /*backward=*/true)) {
+    const launch::RasterBwdArgs<float> a{
+        make_raster_args<float>(in, width, height, tile_size, mode, weight_params),
+        bufs.io<float>()};
+    const ScratchBuffer ws(launch::rasterize_mma_bwd_workspace_bytes(a.in, impl),
+                           means2d.device());
+    C10_CUDA_CHECK(launch::launch_rasterize_mma_bwd(a, impl, ws.get(), stream));
     return bufs.grads();
   }
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_bwd_cuda", [&] {
     using T = scalar_t;
-    const RasterArgs<T> p = make_raster_args<T>(in, width, height, tile_size, mode,
-                                                     weight_params);
-    const RasterBwdIO<T> io = bufs.io<T>();
+    const launch::RasterBwdArgs<T> a{
+        make_raster_args<T>(in, width, height, tile_size, mode, weight_params), bufs.io<T>()};
     if (deterministic) {
-      backward_deterministic<T>(p, io, in.flatten_ids, in.backgrounds.defined(), n_tiles,
-                                raster_threads(tile_size), stream);
-      return;
+      const ScratchBuffer ws(launch::rasterize_bwd_det_workspace_bytes(a), means2d.device());
+      C10_CUDA_CHECK(launch::launch_rasterize_bwd_det(a, ws.get(), stream));
+    } else {
+      C10_CUDA_CHECK(launch::launch_rasterize_bwd(a, stream));
     }
-    rasterize_bwd_kernel<T, false><<<static_cast<unsigned>(n_tiles), raster_threads(tile_size),
-                                     0, stream>>>(p, io, DetRows<T>{});
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return bufs.grads();
 }

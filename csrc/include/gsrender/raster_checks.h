@@ -1,5 +1,6 @@
 // Host-side argument checks of the rasterize ops, shared by the CPU and CUDA backends (the CUDA
-// files cannot include csrc/cpu/raster_tile.h, which pulls in the CPU SIMD helpers).
+// files cannot include csrc/cpu/raster_tile.h, which pulls in the CPU SIMD helpers). The raw
+// argument structs the kernels take live in the torch-free gsrender/raster_args.h.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -8,6 +9,7 @@
 
 #include "gsrender/checks.h"
 #include "gsrender/common.h"
+#include "gsrender/raster_args.h"
 #include "gsrender/tiles.h"
 
 namespace gsrender {
@@ -29,17 +31,6 @@ inline void check_bin_tiles_inputs(const at::Tensor& means2d, const at::Tensor& 
   TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
                     tile_size);
 }
-
-// rasterize_fwd's `impl`: which accumulation runs. The CPU backend runs every matrix variant as
-// its fp32 (or float64) blocked GEMM; on CUDA they select the Tensor Core operand type (float32
-// inputs, 16×16 tiles, sm_80+; otherwise the scalar kernel runs). Scalar = the exact per-pixel
-// loop of 3DGS/gsplat, the in-house baseline.
-enum RasterImpl : int64_t {
-  kImplMatrixF16 = 0,
-  kImplScalar = 1,
-  kImplMatrixBF16 = 2,
-  kImplMatrixTF32 = 3,
-};
 
 inline void check_raster_impl(int64_t impl) {
   TORCH_CHECK_VALUE(impl >= kImplMatrixF16 && impl <= kImplMatrixTF32,
@@ -130,30 +121,6 @@ inline void check_raster_grads(const RasterInputs& in, int64_t width, int64_t he
   }
 }
 
-// Raw pointers and sizes of one rasterize call, shared by the CPU tiles and the CUDA kernels
-// (passed to kernels by value).
-template <typename T>
-struct RasterArgs {
-  const T* means2d;             // [C, N, 2]
-  const T* conics;              // [C, N, 3]
-  const T* opacities;           // [C, N]
-  const T* colors;              // [C, N, CH]
-  const T* depths;              // [C, N]
-  const T* backgrounds;         // [C, CH] or nullptr
-  const int32_t* tile_offsets;  // [C, TH, TW]
-  const int32_t* flatten_ids;   // [M]
-  int64_t C, N, CH, M;
-  int width, height, tile_size, TW, TH;
-  bool sorted;            // mode 0; weighted (mode 1) otherwise
-  T sigma_w, beta, w_bg;  // weighted mode's φ and background weight
-
-  // [start, end) of tile t's run in flatten_ids (t indexes [C, TH, TW])
-  GSR_HOST_DEVICE int32_t tile_start(int64_t t) const { return tile_offsets[t]; }
-  GSR_HOST_DEVICE int32_t tile_end(int64_t t) const {
-    return t + 1 < C * TH * TW ? tile_offsets[t + 1] : static_cast<int32_t>(M);
-  }
-};
-
 // Fills RasterArgs from validated inputs (pointers into the contiguous tensors the caller keeps
 // alive).
 template <typename T>
@@ -192,29 +159,6 @@ inline RasterOutputs empty_raster_outputs(int64_t C, int64_t height, int64_t wid
           at::empty({C, height, width}, opts.dtype(at::kInt)), at::empty({C, height, width}, opts),
           at::zeros({C, 3}, opts.dtype(at::kLong))};
 }
-
-// rasterize_fwd's outputs as raw pointers for both backends' kernels.
-template <typename T>
-struct FwdOut {
-  T* render;          // [C, H, W, CH]
-  T* alphas;          // [C, H, W]
-  int32_t* last_ids;  // [C, H, W]
-  T* aux;             // [C, H, W]: sorted T_final; weighted Σw + w_bg
-  int64_t* stats;     // [C, 3]: listed, evaluated, useful pairs
-};
-
-// The forward's saved outputs and the incoming / outgoing gradients of rasterize_bwd, as raw
-// pointers for both backends.
-template <typename T>
-struct RasterBwdIO {
-  const T* render;          // [C, H, W, CH]
-  const T* alphas;          // [C, H, W]
-  const int32_t* last_ids;  // [C, H, W]
-  const T* aux;             // [C, H, W]
-  const T* v_render;        // [C, H, W, CH]
-  const T* v_alphas;        // [C, H, W]
-  T *v_means2d, *v_conics, *v_opacities, *v_colors, *v_depths, *v_backgrounds;
-};
 
 // rasterize_bwd's contiguous saved outputs and incoming gradients, and its zeroed gradient
 // buffers: v_means2d [C,N,2], v_conics [C,N,3], v_opacities [C,N], v_colors [C,N,CH],

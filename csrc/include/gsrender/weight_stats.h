@@ -1,5 +1,5 @@
 // weight_stats (SplitGS-Loc, DESIGN §7), shared by the CPU and CUDA backends: the argument checks
-// and the per-pixel top-K insertion, so both backends accept the same inputs and rank ties alike.
+// (the per-pixel top-K insertion both backends run is in the torch-free gsrender/topk.h).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -7,10 +7,9 @@
 
 #include "gsrender/common.h"
 #include "gsrender/raster_checks.h"
+#include "gsrender/topk.h"
 
 namespace gsrender {
-
-constexpr int64_t kMaxTopK = 64;
 
 // Validates the op's arguments; the rasterize checks run with opacities standing in for the
 // (unused) colour channels.
@@ -28,19 +27,6 @@ inline RasterInputs check_weight_stats_inputs(const at::Tensor& means2d, const a
   return check_raster_inputs(means2d, conics, opacities, opacities.unsqueeze(-1), depths,
                              c10::nullopt, tile_offsets, flatten_ids, width, height, tile_size,
                              /*mode=*/0, {});
-}
-
-// Keeps the K largest (weight, id) pairs of one pixel, sorted by weight (descending; ties keep
-// the earlier, i.e. nearer, Gaussian first). ws / ids start as K zeros / -1.
-template <typename T>
-GSR_HOST_DEVICE void topk_insert(T w, int32_t id, int64_t K, T* ws, int32_t* ids) {
-  if (K == 0 || !(w > ws[K - 1])) return;
-  int64_t i = K - 1;
-  while (i > 0 && w > ws[i - 1]) {
-    ws[i] = ws[i - 1], ids[i] = ids[i - 1];
-    --i;
-  }
-  ws[i] = w, ids[i] = id;
 }
 
 }  // namespace gsrender

@@ -1,40 +1,20 @@
 // Device-side pieces shared by the CUDA rasterize kernels (forward and backward): the kernel
 // arguments, the tile/pixel a block/thread owns, shared-memory staging of a batch of Gaussians,
-// warp sums, and the on-device validation of untrusted binning arrays. The math (α, σ, φ, the
-// support box) comes from the headers the CPU backend uses, so both run one formula.
+// warp sums; torch-free. The math (α, σ, φ, the support box) comes from the headers the CPU
+// backend uses, so both run one formula.
 #pragma once
-#include <ATen/ATen.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include <cstdint>
 
 #include "gsrender/alpha.h"
 #include "gsrender/common.h"
-#include "gsrender/raster_checks.h"
+#include "gsrender/launch/rasterize.h"
+#include "gsrender/raster_args.h"
 #include "gsrender/tiles.h"
 
 namespace gsrender {
 namespace gpu {
 
-// One block per tile, one thread per pixel: blockDim = tile_size² rounded up to whole warps (the
-// backward's warp reductions need full warps). 16×16 tiles give 256 threads, the launch bound
-// every raster kernel is compiled for; larger tiles would need more threads than that bound (and
-// than the double-precision kernels' register budget), so the CUDA backend accepts tile_size
-// 1..16 and raises ValueError otherwise.
-constexpr int kMaxTileSize = 16;
-constexpr int kMaxThreads = kMaxTileSize * kMaxTileSize;
-
-inline int raster_threads(int64_t tile_size) {
-  return static_cast<int>((tile_size * tile_size + 31) / 32 * 32);
-}
-
-inline void check_cuda_tile_size(int64_t tile_size) {
-  TORCH_CHECK_VALUE(tile_size >= 1 && tile_size <= kMaxTileSize,
-                    "tile_size must be in [1, 16] on the CUDA backend (one thread per pixel of "
-                    "a tile), got ", tile_size);
-}
-
+using launch::kMaxThreads;
 
 // The tile of block blockIdx.x (tiles of all cameras in [C, TH, TW] order) and its list run.
 struct TileRun {
@@ -133,13 +113,6 @@ __device__ __forceinline__ void warp_add(T* dst, T v) {
   v = warp_sum(v);
   if ((threadIdx.x & 31) == 0 && v != T(0)) atomicAdd(dst, v);
 }
-
-// Untrusted binning arrays (the raw ops can be called directly) are checked on the device, with
-// the same rules and messages as the CPU's check_binning and last_ids check; the result comes
-// back through one host sync per op call (cheap next to the rasterization itself) and turns a
-// would-be out-of-bounds read into a ValueError.
-void validate_binning_cuda(const RasterInputs& in, const at::Tensor* last_ids, int64_t width,
-                           int64_t height, int64_t tile_size);
 
 }  // namespace gpu
 }  // namespace gsrender

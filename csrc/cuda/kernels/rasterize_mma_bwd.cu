@@ -17,22 +17,20 @@
 //             v_depth_k = (g·f_k − g·OUT)·α_k·φ'(z_k);
 // and AlphaGrad (gsrender/alpha.h) to the 2D parameters, reduced over the 8 lanes that share a
 // column before one atomic per (Gaussian, parameter) and warp. v_backgrounds is a plain reduction
-// over pixels, done by the launcher with ATen.
-// Operand scaling (no host sync): Ĝ = G / s_G per channel (s_G = max |G| of the channel), so fp16
-// keeps the small loss gradients out of its subnormal range; dF is rescaled by s_G per channel.
+// over pixels, a separate kernel of the launcher.
+// Operand scaling (no host sync; the launcher prepares the operands on the device with
+// mma_operands.cuh, the values gsrender/mma_bwd_operands.h computes for the CPU emulator):
+// Ĝ = G / s_G per channel (s_G = max |G| of the channel), so fp16 keeps the small loss
+// gradients out of its subnormal range; dF is rescaled by s_G per channel.
 // dW needs Σ_c G_c F_c, so F is stored as F·s_G / s_F with one global s_F = max |F·s_G|, and dW
 // is rescaled by s_F.
 // The per-lane index maps and arithmetic live in gsrender/mma_bwd_fragments.h, where the host warp
 // emulator (csrc/cpu/mma_bwd_emulation.cpp) runs them; only PTX and memory traffic stay here.
-#include <ATen/ATen.h>
-
-#include <tuple>
-
+#include "gsrender/launch/rasterize.h"
 #include "gsrender/mma_bwd_fragments.h"
-#include "gsrender/mma_bwd_operands.h"
+#include "mma_operands.cuh"
 #include "mma_tile.cuh"
 #include "ptx.cuh"
-#include "rasterize_mma.cuh"
 
 namespace gsrender {
 namespace gpu {
@@ -267,48 +265,114 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 }
 
 template <bool kBf16>
-void launch(const RasterArgs<float>& p, const RasterBwdIO<float>& io, const BwdArgs& ba,
-            int64_t n_tiles, cudaStream_t stream) {
+cudaError_t launch_kernel(const RasterArgs<float>& p, const RasterBwdIO<float>& io,
+                          const BwdArgs& ba, int64_t n_tiles, cudaStream_t stream) {
   if (p.sorted)
     rasterize_mma_bwd_kernel<kBf16, true><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
         p, io, ba);
   else
     rasterize_mma_bwd_kernel<kBf16, false><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
         p, io, ba);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return cudaGetLastError();
+}
+
+// gout[i] = Σ_c g(i, c)·render[i, c], g = v_render (weighted: divided by aux), in channel order.
+__global__ void gout_kernel(operands::Source g, const float* __restrict__ render,
+                            float* __restrict__ gout) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= g.rows) return;
+  float sum = 0.0f;
+  for (int64_t c = 0; c < g.CH; ++c) sum += __fmul_rn(g.at(i, c), render[i * g.CH + c]);
+  gout[i] = sum;
+}
+
+// v_backgrounds[cam, c] = Σ over the camera's pixels of v_render·k, k = sorted T_final (aux),
+// weighted w_bg / aux: one block per (camera, channel), a fixed-order tree in shared memory.
+__global__ void __launch_bounds__(operands::kThreads)
+    v_backgrounds_kernel(const RasterArgs<float> p, const RasterBwdIO<float> io) {
+  __shared__ float red[operands::kThreads];
+  const int64_t cam = blockIdx.x / p.CH, c = blockIdx.x % p.CH;
+  const int64_t HW = int64_t(p.height) * p.width;
+  float sum = 0.0f;
+  for (int64_t q = threadIdx.x; q < HW; q += blockDim.x) {
+    const int64_t pix = cam * HW + q;
+    const float k = p.sorted ? io.aux[pix] : __fdiv_rn(p.w_bg, io.aux[pix]);
+    sum += __fmul_rn(io.v_render[pix * p.CH + c], k);
+  }
+  red[threadIdx.x] = sum;
+  __syncthreads();
+  for (int off = blockDim.x / 2; off > 0; off >>= 1) {
+    if (static_cast<int>(threadIdx.x) < off) red[threadIdx.x] += red[threadIdx.x + off];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) io.v_backgrounds[cam * p.CH + c] = red[0];
+}
+
+// The workspace (gsrender/mma_bwd_operands.h describes the operands): Ĝ [P, CHp], F̃ [C·N, CHp]
+// (f16 / bf16 bits), s_G [CH], s_F [1], G·OUT [P].
+struct BwdLayout {
+  uint16_t *g, *f;
+  float *g_scale, *f_scale, *gout;
+  int64_t P, CHp;
+  size_t total;
+  BwdLayout(const RasterArgs<float>& p, void* base) {
+    P = p.C * p.height * p.width;
+    CHp = operands::padded_channels(p.CH, 2);
+    launch::Carver c(base);
+    g = c.take<uint16_t>(P * CHp);
+    f = c.take<uint16_t>(p.C * p.N * CHp);
+    g_scale = c.take<float>(p.CH);
+    f_scale = c.take<float>(1);
+    gout = c.take<float>(P);
+    total = c.used();
+  }
+};
+
+template <bool kBf16>
+cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<float>& io,
+                               const BwdLayout& l, int64_t n_tiles, cudaStream_t stream) {
+  namespace op = operands;
+  using Bits = op::Bits16<kBf16>;
+  // G = v_render (weighted: / (Σw + w_bg)); s_G per channel; Ĝ = G / s_G
+  const op::Source g{io.v_render, l.P, p.CH, p.sorted ? nullptr : io.aux};
+  gout_kernel<<<op::blocks(l.P), op::kThreads, 0, stream>>>(g, io.render, l.gout);
+  GSR_CUDA_TRY(cudaGetLastError());
+  GSR_CUDA_TRY(op::absmax_scale(g, /*per_channel=*/true, l.g_scale, stream));
+  GSR_CUDA_TRY(op::convert<Bits>(g, l.g_scale, nullptr, l.CHp, l.g, stream));
+  // F·s_G; s_F = max |F·s_G| over everything; F̃ = F·s_G / s_F
+  const op::Source f{p.colors, p.C * p.N, p.CH, nullptr, l.g_scale};
+  GSR_CUDA_TRY(op::absmax_scale(f, /*per_channel=*/false, l.f_scale, stream));
+  GSR_CUDA_TRY(op::convert<Bits>(f, nullptr, l.f_scale, l.CHp, l.f, stream));
+  const BwdArgs ba{l.g, l.f, l.g_scale, l.f_scale, l.gout, l.CHp};
+  return launch_kernel<kBf16>(p, io, ba, n_tiles, stream);
 }
 
 }  // namespace
-
-bool mma_backward_applies(const at::Tensor& means2d, int64_t tile_size, int64_t impl) {
-  return (impl == kImplMatrixF16 || impl == kImplMatrixBF16) &&
-         mma_rasterizer_applies(means2d, tile_size, impl);
-}
-
-void launch_rasterize_mma_bwd(const RasterArgs<float>& p, const at::Tensor& colors,
-                              const RasterBwdTensors& bufs, int64_t impl, int64_t n_tiles,
-                              cudaStream_t stream) {
-  const int64_t C = bufs.render.size(0), H = bufs.render.size(1), W = bufs.render.size(2);
-  const int64_t CH = p.CH, P = C * H * W;
-  const at::ScalarType dt = impl == kImplMatrixBF16 ? at::kBFloat16 : at::kHalf;
-  // Ĝ, F̃, their scales and G·OUT (gsrender/mma_bwd_operands.h, shared with the CPU emulator)
-  const mma::BwdOperands op =
-      mma::bwd_operands(bufs.v_render.reshape({P, CH}), bufs.render.reshape({P, CH}),
-                        bufs.aux.reshape({P}), colors.reshape({p.C * p.N, CH}), p.sorted, dt);
-  const BwdArgs ba{reinterpret_cast<const uint16_t*>(op.g.data_ptr()),
-                   reinterpret_cast<const uint16_t*>(op.f.data_ptr()), op.g_scale.data_ptr<float>(),
-                   op.f_scale.data_ptr<float>(), op.gout.data_ptr<float>(), op.CHp};
-  const RasterBwdIO<float> io = bufs.io<float>();
-  if (impl == kImplMatrixBF16)
-    launch<true>(p, io, ba, n_tiles, stream);
-  else
-    launch<false>(p, io, ba, n_tiles, stream);
-  // v_backgrounds: sorted T_final·v_render, weighted w_bg·g, summed over each camera's pixels
-  if (p.backgrounds) {
-    const at::Tensor k = p.sorted ? bufs.aux : at::full_like(bufs.aux, p.w_bg) / bufs.aux;
-    bufs.v_backgrounds.copy_((bufs.v_render * k.unsqueeze(-1)).sum({1, 2}));
-  }
-}
-
 }  // namespace gpu
+
+namespace launch {
+
+size_t rasterize_mma_bwd_workspace_bytes(const RasterArgs<float>& p, int64_t /*impl*/) {
+  return gpu::BwdLayout(p, nullptr).total;
+}
+
+cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, int64_t impl, Workspace ws,
+                                     cudaStream_t stream) {
+  const RasterArgs<float>& p = a.in;
+  const int64_t n_tiles = raster_tiles(p);
+  const gpu::BwdLayout l(p, ws.ptr);
+  if (ws.bytes < l.total) return cudaErrorInvalidValue;
+  if (impl != kImplMatrixF16 && impl != kImplMatrixBF16) return cudaErrorInvalidValue;
+  if (n_tiles == 0) return cudaSuccess;
+  GSR_CUDA_TRY(impl == kImplMatrixBF16
+                   ? gpu::prepare_and_launch<true>(p, a.io, l, n_tiles, stream)
+                   : gpu::prepare_and_launch<false>(p, a.io, l, n_tiles, stream));
+  // v_backgrounds: sorted T_final·v_render, weighted w_bg·g, summed over each camera's pixels
+  if (p.backgrounds == nullptr || p.C * p.CH == 0) return cudaSuccess;
+  gpu::v_backgrounds_kernel<<<static_cast<unsigned>(p.C * p.CH), gpu::operands::kThreads, 0,
+                              stream>>>(p, a.io);
+  return cudaGetLastError();
+}
+
+}  // namespace launch
 }  // namespace gsrender

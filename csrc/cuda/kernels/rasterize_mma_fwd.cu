@@ -20,14 +20,11 @@
 // are read from a copy of colors scaled per channel, converted to the operand type and padded to
 // 16 bytes a row (the padding channels are zero and never written out), so any D works with one
 // masked tail.
-#include <ATen/ATen.h>
-
-#include <utility>
-
+#include "gsrender/launch/rasterize.h"
 #include "gsrender/mma_fragments.h"
+#include "mma_operands.cuh"
 #include "mma_tile.cuh"
 #include "ptx.cuh"
-#include "rasterize_mma.cuh"
 
 namespace gsrender {
 namespace gpu {
@@ -264,67 +261,84 @@ __global__ void __launch_bounds__(kMmaThreads, 2)  // ≤ 128 registers: 2 block
 }
 
 template <int kImpl, int kNT>
-void launch(const RasterArgs<float>& p, const FwdOut<float>& o, const at::Tensor& feat,
-            const at::Tensor& scale, int64_t n_tiles, cudaStream_t stream) {
-  using T = typename Operand<kImpl>::T;
-  const int64_t CHp = feat.size(1);
+cudaError_t launch_kernel(const RasterArgs<float>& p, const FwdOut<float>& o,
+                   const typename Operand<kImpl>::T* feat, int64_t CHp, const float* scale,
+                   int64_t n_tiles, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>((p.CH + kNT * mma::kN - 1) / (kNT * mma::kN)));
-  const T* f = reinterpret_cast<const T*>(feat.data_ptr());
-  const float* sc = scale.data_ptr<float>();
   if (p.sorted)
-    rasterize_mma_fwd_kernel<kImpl, kNT, true><<<grid, kMmaThreads, 0, stream>>>(p, o, f, CHp, sc);
+    rasterize_mma_fwd_kernel<kImpl, kNT, true><<<grid, kMmaThreads, 0, stream>>>(p, o, feat, CHp,
+                                                                                 scale);
   else
-    rasterize_mma_fwd_kernel<kImpl, kNT, false><<<grid, kMmaThreads, 0, stream>>>(p, o, f, CHp, sc);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+    rasterize_mma_fwd_kernel<kImpl, kNT, false><<<grid, kMmaThreads, 0, stream>>>(p, o, feat, CHp,
+                                                                                  scale);
+  return cudaGetLastError();
 }
 
-// colors [C, N, CH] → [C·N, CHp] in the operand type, rows padded with zeros to 16 bytes, each
-// channel divided by its max |value| (returned, [CH], applied again in the epilogue). The scale
-// keeps fp16's range (±65504) from turning large channels such as far depths into inf (and
-// 0·inf into NaN) and costs nothing in relative precision; it is computed on the device, no sync.
-std::pair<at::Tensor, at::Tensor> operand_features(const at::Tensor& colors, int64_t impl) {
-  const at::ScalarType dt = impl == kImplMatrixBF16   ? at::kBFloat16
-                            : impl == kImplMatrixTF32 ? at::kFloat
-                                                      : at::kHalf;
-  const int64_t per16 = impl == kImplMatrixTF32 ? 4 : 8;
-  const int64_t rows = colors.size(0) * colors.size(1), CH = colors.size(2);
-  const int64_t CHp = (CH + per16 - 1) / per16 * per16;
-  const at::Tensor flat = colors.reshape({rows, CH});
-  at::Tensor scale = rows > 0 ? flat.abs().amax(0) : at::ones({CH}, colors.options());
-  scale = at::where(scale > 0, scale, at::ones_like(scale)).contiguous();  // [CH]
-  at::Tensor feat = at::zeros({rows, CHp}, colors.options().dtype(dt));
-  feat.narrow(1, 0, CH).copy_(flat / scale);
-  return {feat, scale};
-}
+// The workspace: colors [C·N, CH] → feat [C·N, CHp] in the operand type, rows padded with zeros
+// to 16 bytes, each channel divided by its max |value| (scale [CH], applied again in the
+// epilogue). The scale keeps fp16's range (±65504) from turning large channels such as far
+// depths into inf (and 0·inf into NaN) and costs nothing in relative precision.
+struct FwdLayout {
+  void* feat;
+  float* scale;
+  int64_t CHp;
+  size_t total;
+  FwdLayout(const RasterArgs<float>& p, int64_t impl, void* base) {
+    const int64_t elem = impl == kImplMatrixTF32 ? 4 : 2;
+    CHp = operands::padded_channels(p.CH, elem);
+    launch::Carver c(base);
+    feat = c.take<char>(p.C * p.N * CHp * elem);
+    scale = c.take<float>(p.CH);
+    total = c.used();
+  }
+};
 
 }  // namespace
+}  // namespace gpu
 
-bool mma_rasterizer_applies(const at::Tensor& means2d, int64_t tile_size, int64_t impl) {
-  if (impl == kImplScalar || tile_size != 16 || means2d.scalar_type() != at::kFloat) return false;
-  int major = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                        means2d.device().index()));
-  return major >= 8;
+namespace launch {
+
+size_t rasterize_mma_fwd_workspace_bytes(const RasterArgs<float>& p, int64_t impl) {
+  return gpu::FwdLayout(p, impl, nullptr).total;
 }
 
-void launch_rasterize_mma_fwd(const RasterArgs<float>& p, const FwdOut<float>& o,
-                              const at::Tensor& colors, int64_t impl, int64_t n_tiles,
-                              cudaStream_t stream) {
-  const auto [feat, scale] = operand_features(colors, impl);
+cudaError_t launch_rasterize_mma_fwd(const RasterFwdArgs<float>& a, int64_t impl, Workspace ws,
+                                     cudaStream_t stream) {
+  using gpu::launch_kernel;
+  namespace op = gpu::operands;
+  const RasterArgs<float>& p = a.in;
+  const int64_t n_tiles = raster_tiles(p);
+  const gpu::FwdLayout l(p, impl, ws.ptr);
+  if (ws.bytes < l.total) return cudaErrorInvalidValue;
+  if (n_tiles == 0) return cudaSuccess;
+  const op::Source src{p.colors, p.C * p.N, p.CH};
+  GSR_CUDA_TRY(op::absmax_scale(src, /*per_channel=*/true, l.scale, stream));
   // Build time is a budget (CI compiles every instantiation for two archs on 2 cores): only the
   // default fp16 path gets the narrow 8-channel variant for RGB + depth; bf16 and tf32 run their
   // wide batch for every channel count (masked, correct, a few idle MMAs when CH ≤ 8).
   switch (impl) {
-    case kImplMatrixBF16:
-      return launch<kImplMatrixBF16, 4>(p, o, feat, scale, n_tiles, stream);
-    case kImplMatrixTF32:
-      return launch<kImplMatrixTF32, 2>(p, o, feat, scale, n_tiles, stream);
+    case kImplMatrixBF16: {
+      GSR_CUDA_TRY(op::convert<op::Bits16<true>>(src, l.scale, nullptr, l.CHp, l.feat, stream));
+      const auto* f = static_cast<const uint16_t*>(l.feat);
+      return launch_kernel<kImplMatrixBF16, 4>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
+    }
+    case kImplMatrixTF32: {
+      GSR_CUDA_TRY(op::convert<float>(src, l.scale, nullptr, l.CHp, l.feat, stream));
+      const auto* f = static_cast<const float*>(l.feat);
+      return launch_kernel<kImplMatrixTF32, 2>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
+    }
+    case kImplMatrixF16: {
+      GSR_CUDA_TRY(op::convert<op::Bits16<false>>(src, l.scale, nullptr, l.CHp, l.feat, stream));
+      const auto* f = static_cast<const uint16_t*>(l.feat);
+      if (p.CH <= mma::kN)
+        return launch_kernel<kImplMatrixF16, 1>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
+      return launch_kernel<kImplMatrixF16, 4>(p, a.out, f, l.CHp, l.scale, n_tiles, stream);
+    }
     default:
-      return p.CH <= mma::kN ? launch<kImplMatrixF16, 1>(p, o, feat, scale, n_tiles, stream)
-                             : launch<kImplMatrixF16, 4>(p, o, feat, scale, n_tiles, stream);
+      return cudaErrorInvalidValue;  // the scalar impl runs launch_rasterize_fwd
   }
 }
 
-}  // namespace gpu
+}  // namespace launch
 }  // namespace gsrender

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds tools/kernel_driver/kernel_driver with nvcc alone (no torch, no CMake): the driver plus
+# the kernel translation units csrc/cuda/kernels/*.cu, each compiled with the extension's nvcc
+# flags (so the kernels are the ones the extension runs), the CUDA runtime linked dynamically
+# (-cudart shared) and PTX for compute_80 and compute_90 embedded, so any CUDA runtime and driver
+# new enough for this toolkit, or a PTX-level simulator, JIT-compiles and runs it.
+# Usage: tools/kernel_driver/build.sh [BUILD_DIR]   (default build/kernel_driver)
+# env: NVCC (default: nvcc on PATH, else /usr/local/cuda*/bin/nvcc)
+#      KDRIVER_SASS="80 90"  also embed SASS for these archs (ptxas runs: slower build, no JIT)
+#      KDRIVER_JOBS          parallel compiles (default: nproc)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${1:-$ROOT/build/kernel_driver}
+mkdir -p "$OUT"
+NVCC=${NVCC:-$(command -v nvcc || ls -d /usr/local/cuda*/bin/nvcc 2>/dev/null | sort -r | head -1)}
+[ -x "$NVCC" ] || { echo "build.sh: nvcc not found (set NVCC)" >&2; exit 2; }
+GENCODE="-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90"
+for sm in ${KDRIVER_SASS:-}; do GENCODE="$GENCODE -gencode arch=compute_$sm,code=sm_$sm"; done
+# the extension's nvcc flags (setup.py), no torch include path
+# -no-compress: plain PTX in the fatbinary, for tools and simulators that read it
+FLAGS="-O3 -std=c++20 --use_fast_math -lineinfo --expt-relaxed-constexpr -no-compress -I$ROOT/csrc/include"
+JOBS=${KDRIVER_JOBS:-$(nproc)}
+export NVCC FLAGS GENCODE OUT
+t0=$(date +%s)
+ls "$ROOT"/csrc/cuda/kernels/*.cu "$ROOT"/tools/kernel_driver/driver.cu |
+  xargs -P "$JOBS" -I{} sh -c 'o="$OUT/$(basename {} .cu).o"; $NVCC $FLAGS $GENCODE -c {} -o "$o" || exit 255'
+"$NVCC" -cudart shared $GENCODE "$OUT"/*.o -o "$OUT/kernel_driver"
+echo "built $OUT/kernel_driver in $(( $(date +%s) - t0 )) s ($NVCC; $GENCODE)"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# CI for the kernel driver and the case files (no GPU; .ci/run calls it after the extension
+# build): builds the driver with nvcc (PTX only: no ptxas, the extension build already compiles
+# SASS and checks spills), writes the standard case set from the CPU backend, and checks
+#   1. the driver's own case reader / writer (kernel_driver --echo: expected arrays back as
+#      outputs through the C++ code) — the checker must pass every case;
+#   2. the Python writer / reader the same way (gsrender.testing.echo);
+#   3. the tolerance logic can fail: a perturbed echo must fail every case.
+# Usage: tools/kernel_driver/ci.sh [python]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${1:-${PYTHON:-python}}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+t0=$(date +%s)
+# the launch layer stays torch-free (build.sh has no torch include path: a transitive include
+# fails the build; this names the direct ones)
+if grep -nE '#include <(ATen|torch|c10)/' csrc/cuda/kernels/* csrc/include/gsrender/launch/* \
+    tools/kernel_driver/*; then
+  echo "kernel_driver/ci.sh: torch header in the launch layer" >&2
+  exit 1
+fi
+tools/kernel_driver/build.sh "$WORK/build"
+t1=$(date +%s)
+"$PY" -m gsrender.testing.make_cases "$WORK/cases"
+t2=$(date +%s)
+"$WORK/build/kernel_driver" --echo "$WORK/cases" "$WORK/driver_echo"
+"$PY" -m gsrender.testing.check "$WORK/driver_echo" --expected "$WORK/cases" --quiet
+"$PY" -m gsrender.testing.echo "$WORK/cases" "$WORK/py_echo"
+"$PY" -m gsrender.testing.check "$WORK/py_echo" --expected "$WORK/cases" --quiet
+"$PY" -m gsrender.testing.echo "$WORK/cases" "$WORK/perturbed" --perturb
+set +e
+"$PY" -m gsrender.testing.check "$WORK/perturbed" --expected "$WORK/cases" --quiet >"$WORK/perturbed.log"
+rc=$?
+set -e
+n=$(ls "$WORK/cases" | wc -l)
+tail -1 "$WORK/perturbed.log"
+if [ "$rc" -eq 0 ] || ! tail -1 "$WORK/perturbed.log" | grep -q "^summary: 0 passed, $n failed"; then
+  echo "kernel_driver/ci.sh: the perturbed outputs were not all rejected" >&2
+  exit 1
+fi
+echo "kernel_driver CI: build $((t1 - t0)) s, cases $((t2 - t1)) s, checks $(( $(date +%s) - t2 )) s"
