@@ -3,6 +3,15 @@ next to this machine's sgemm GFLOP/s (measured in the same run), peak memory, pa
 and the matrix path's speedup over the in-house scalar per-pixel path (precision="fp32").
 
     python benchmarks/cpu_render.py [--quick | --smoke] [--out DIR] [--mode sorted|weighted]
+    python benchmarks/cpu_render.py --targets [--smoke] [--out DIR]   # issue 14's targets
+
+--targets: the random scene of issue 14 (N Gaussians uniform in front of the camera, 5 units
+away, log-normal scales with median e^-4 and σ 0.6 in log space, sigmoid-normal opacities, SH
+degree 3; a 512² pinhole camera with f = 500): 100k Gaussians for D ∈ {0, 16, 64, 256} (forward,
+forward + backward, stage times, the scalar kernel's forward side by side) and 1M Gaussians (RGB
+forward and its per-Gaussian stages' share), each the median of --runs (default 5) after a
+warm-up, checked against the issue's targets; writes cpu_targets.json / .md and the plot of
+time against D (cpu_targets_vs_D.png) to --out.
 
 Scenes: the bundled sample (data/sample), the Mip-NeRF 360 garden points
 (../shared/data/garden/test_garden.npz, skipped when absent) and a synthetic 1M-Gaussian scene
@@ -273,6 +282,176 @@ def text_table(rows: list[dict], gemm: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# issue 14's scene and targets (--targets)
+
+TARGET_DS = (0, 16, 64, 256)
+TARGET_SIZES = {"full": (100_000, 1_000_000, 512), "smoke": (2_000, 5_000, 64)}
+
+
+def issue_scene(n: int, size: int, seed: int = 0) -> dict:
+    """N Gaussians uniform in a box 5 ± 0.5 units in front of a size² pinhole camera (f = size·500/512,
+    the box fills the view), log-normal scales (median e^-4, σ 0.6), sigmoid-normal opacities."""
+    g = torch.Generator().manual_seed(seed)
+    f = 500.0 * size / 512
+    z = 5.0 + (torch.rand(n, generator=g) - 0.5)
+    half = 0.5 * size / f * z  # the view's half width at that depth
+    means = torch.stack([(torch.rand(n, generator=g) * 2 - 1) * half,
+                         (torch.rand(n, generator=g) * 2 - 1) * half, z], -1)
+    return {"means": means, "quats": torch.nn.functional.normalize(torch.randn(n, 4, generator=g), dim=-1),
+            "scales": torch.exp(-4.0 + 0.6 * torch.randn(n, 3, generator=g)),
+            "opacities": torch.sigmoid(torch.randn(n, generator=g)),
+            "sh": 0.3 * torch.randn(n, 16, 3, generator=g),
+            "viewmat": torch.eye(4)[None], "K": torch.tensor([[[f, 0.0, size / 2], [0.0, f, size / 2], [0.0, 0.0, 1.0]]])}
+
+
+def _median_ms(fn, runs: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
+def target_case(sc: dict, D: int, runs: int, warmup: int, scalar: bool, train: bool) -> dict:
+    """Forward (and stages, pairs), forward + backward (every input a leaf) and, when asked, the
+    scalar kernel's forward, for one scene and feature width D."""
+    size = int(sc["K"][0, 0, 2] * 2)
+    t = {k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}
+    feats = torch.rand(t["means"].shape[0], D, generator=torch.Generator().manual_seed(D)) if D else None
+    vm, K = sc["viewmat"], sc["K"]
+    row = {"n_gaussians": t["means"].shape[0], "size": size, "D": D}
+    with torch.no_grad():
+        row["fwd_ms"] = _median_ms(lambda: _render(t, feats, vm, K, size, size, "sorted", "auto", False),
+                                   runs, warmup)
+        outs = [_render(t, feats, vm, K, size, size, "sorted", "auto", True) for _ in range(runs)]
+        row["stages_ms"] = {s: statistics.median(o.meta["timings_ms"][s] for o in outs) for s in STAGES}
+        st = outs[0].meta["stats"].sum(0).tolist()
+        row.update(pairs=int(outs[0].meta["n_intersections"]), pairs_listed=int(st[0]),
+                   pairs_computed=int(st[1]), pairs_contributing=int(st[2]))
+        del outs
+        if scalar:
+            row["scalar_fwd_ms"] = _median_ms(lambda: _render(t, feats, vm, K, size, size, "sorted", "fp32", False),
+                                              runs, warmup)
+    if train:
+        leaves = {k: v.clone().requires_grad_(True) for k, v in t.items()}
+        fleaf = feats.clone().requires_grad_(True) if D else None
+
+        def step():
+            out = _render(leaves, fleaf, vm, K, size, size, "sorted", "auto", False)
+            loss = out.colors.sum() + out.alphas.sum() + (out.features.sum() if D else 0)
+            loss.backward()
+
+        row["fwd_bwd_ms"] = _median_ms(step, runs, warmup)
+    return row
+
+
+def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
+    n_small, n_big, size = TARGET_SIZES["smoke" if config == "smoke" else "full"]
+    warmup = 1
+    env = environment(config, "sorted")
+    print(f"gsrender CPU targets ({config}): {env['cpu']}, {env['threads']} threads", file=sys.stderr)
+    gemm = sgemm_gflops([4 + d for d in TARGET_DS], 1024 if config == "smoke" else 2048)
+    sc = issue_scene(n_small, size)
+    rows = []
+    for D in TARGET_DS:
+        rows.append(target_case(sc, D, runs, warmup, scalar=D in (0, 64), train=True))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    big = target_case(issue_scene(n_big, size), 0, max(3, runs // 2), warmup, scalar=False, train=False)
+    print(json.dumps(big), file=sys.stderr, flush=True)
+    env["loadavg_end"] = _loadavg()
+    res = summarize_targets(rows, big, gemm)
+    md = targets_markdown(rows, big, gemm, res, env)
+    print(md)
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "cpu_targets.json").write_text(json.dumps(
+            {"env": env, "sgemm_gflops": gemm, "cases": rows, "big": big, "targets": res}, indent=1))
+        (out_dir / "cpu_targets.md").write_text(md)
+        plot_vs_D(rows, out_dir / "cpu_targets_vs_D.png")
+        print(f"wrote {out_dir}/cpu_targets.json, .md and _vs_D.png", file=sys.stderr)
+    return 0
+
+
+def summarize_targets(rows: list[dict], big: dict, gemm: dict) -> list[dict]:
+    """The issue's targets against this run. Accumulation GFLOP/s: the feature channels' useful
+    flops (2 · contributing pairs · D) over the raster time they add to the RGB render (α, the
+    scan and the RGB channels are the same work at every D), against the tile-shaped sgemm."""
+    by_d = {r["D"]: r for r in rows}
+    rgb = by_d[0]
+    per_gauss = sum(big["stages_ms"][s] for s in ("project", "sh", "bin"))
+    small, large = f"{rgb['n_gaussians']:,}", f"{big['n_gaussians']:,}"
+    res = [{"target": f"{small} RGB forward ms", "goal": "<= 60", "value": rgb["fwd_ms"], "ok": rgb["fwd_ms"] <= 60},
+           {"target": f"{large} RGB forward ms", "goal": "<= 300", "value": big["fwd_ms"], "ok": big["fwd_ms"] <= 300},
+           {"target": f"{large} per-Gaussian stages share", "goal": "<= 0.25", "value": per_gauss / big["fwd_ms"],
+            "ok": per_gauss / big["fwd_ms"] <= 0.25}]
+    for D, goal in ((64, 1.5), (256, 3.0)):
+        if D in by_d:
+            v = by_d[D]["fwd_ms"] / rgb["fwd_ms"]
+            res.append({"target": f"D={D} forward / RGB forward", "goal": f"<= {goal}", "value": v, "ok": v <= goal})
+    for D in (64, 256):
+        if D in by_d:
+            extra = (by_d[D]["stages_ms"]["raster_fwd"] - rgb["stages_ms"]["raster_fwd"]) * 1e-3
+            flops = 2 * by_d[D]["pairs_contributing"] * D
+            gf = flops / extra / 1e9 if extra > 0 else None
+            ref = gemm["tile"][str(4 + D)]
+            res.append({"target": f"D={D} accumulation / sgemm", "goal": ">= 0.40", "gflops": gf, "sgemm": ref,
+                        "value": None if gf is None else gf / ref, "ok": gf is not None and gf / ref >= 0.40})
+    for D in (0, 64):
+        if D in by_d:
+            v = by_d[D]["fwd_bwd_ms"] / by_d[D]["fwd_ms"]
+            res.append({"target": f"D={D} forward+backward / forward", "goal": "<= 2.5", "value": v, "ok": v <= 2.5})
+    return res
+
+
+def targets_markdown(rows, big, gemm, res, env) -> str:
+    machine = (f"{env['cpu']}, {env['threads']} threads, torch {env['torch']}; load average "
+               f"{env['loadavg_start']} at start, {env['loadavg_end']} at end (other processes share the "
+               "cores: absolute ms are noisy, ratios within this run are the figures to read)")
+    lines = ["# CPU renderer: issue 14 targets", "", machine, "",
+             "| N | D | fwd ms | fwd+bwd ms | (fwd+bwd)/fwd | project | sh | bin | raster_fwd | pairs | "
+             "contributing | scalar fwd ms | scalar / matrix |", "|" + "---|" * 13]
+    for r in [*rows, big]:
+        sc = r.get("scalar_fwd_ms")
+        fb = r.get("fwd_bwd_ms")
+        st = r["stages_ms"]
+        lines.append(f"| {r['n_gaussians']:,} | {r['D']} | {r['fwd_ms']:.1f} | {_f(fb, '.1f')} | "
+                     f"{_f(None if fb is None else fb / r['fwd_ms'], '.2f')} | {st['project']:.1f} | {st['sh']:.1f} | "
+                     f"{st['bin']:.1f} | {st['raster_fwd']:.1f} | {r['pairs']:,} | {r['pairs_contributing']:,} | "
+                     f"{_f(sc, '.1f')} | {_f(None if sc is None else sc / r['fwd_ms'], '.2f')} |")
+    lines += ["", "| target | goal | this run | met |", "|---|---|---|---|"]
+    for t in res:
+        extra = f" ({t['gflops']:.1f} vs {t['sgemm']:.1f} GFLOP/s)" if t.get("gflops") else ""
+        lines.append(f"| {t['target']} | {t['goal']} | {_f(t['value'], '.3g')}{extra} | {'yes' if t['ok'] else 'no'} |")
+    lines += ["", f"Medians after a warm-up; sgemm: tile-shaped torch.bmm [256,32]×[32,CH] in the same run. "
+              f"Stage columns in ms."]
+    return "\n".join(lines) + "\n"
+
+
+def plot_vs_D(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ds = [r["D"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(ds, [r["fwd_ms"] for r in rows], "o-", label="forward")
+    ax.plot(ds, [r["fwd_bwd_ms"] for r in rows], "s-", label="forward + backward")
+    ax.plot(ds, [r["stages_ms"]["raster_fwd"] for r in rows], "^--", label="raster_fwd stage")
+    ax.set_xlabel("feature channels D (rendered with RGB + depth)")
+    ax.set_ylabel("ms (median)")
+    ax.set_title(f"{rows[0]['n_gaussians']:,} Gaussians at {rows[0]['size']}², CPU")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def parse_args(argv=None):
@@ -283,6 +462,7 @@ def parse_args(argv=None):
     p.add_argument("--mode", choices=("sorted", "weighted"), default="sorted")
     p.add_argument("--preset", default="counter", help="synthetic preset for the large scene")
     p.add_argument("--runs", type=int, default=None, help="timed runs per case (median)")
+    p.add_argument("--targets", action="store_true", help="issue 14's scene and targets (see above)")
     p.add_argument("--no-subprocess", action="store_true", help="run the large group in this process")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
@@ -297,6 +477,8 @@ def main(argv=None) -> int:
         Path(args.worker_out).write_text(json.dumps(rows))
         return 0
     config = "smoke" if args.smoke else "quick" if args.quick else "full"
+    if args.targets:
+        return run_targets(config, args.runs or 5, Path(args.out) if args.out else None)
     cfg = dict(CONFIGS[config], mode=args.mode, preset=args.preset, where="main")
     cfg["Ds"], cfg["scalar_Ds"] = list(cfg["Ds"]), list(cfg["scalar_Ds"])
     if args.runs:

@@ -85,3 +85,16 @@ def test_gsrender_bench_smoke(tmp_path, capsys):
     assert "wrote fps.json" in capsys.readouterr().out
     for png in FPS_PNGS:
         assert (tmp_path / png).is_file()
+
+
+def test_cpu_targets_smoke(tmp_path):
+    """benchmarks/cpu_render.py --targets on tiny scenes: the JSON, markdown and plot appear, every
+    issue-14 target is reported."""
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cpu_render.py"), "--targets", "--smoke",
+                          "--runs", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    res = json.loads((tmp_path / "cpu_targets.json").read_text())
+    assert [c["D"] for c in res["cases"]] == [0, 16, 64, 256]
+    assert len(res["targets"]) == 9 and all("fwd_bwd_ms" in c for c in res["cases"])
+    assert (tmp_path / "cpu_targets.md").read_text().startswith("# CPU renderer")
+    assert (tmp_path / "cpu_targets_vs_D.png").stat().st_size > 1000

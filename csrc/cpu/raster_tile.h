@@ -1,6 +1,7 @@
-// The CPU rasterizer's unit of work (DESIGN §5, CPU mirror): one (camera, tile) task, its
-// Gaussians gathered once, then 8×4-pixel sub-tiles (the GPU warp's 32 pixels) each walking the
-// tile's depth-ordered list packed to the Gaussians whose support meets the sub-tile.
+// One (camera, tile) task's list gathered once, and the GPU warp's 8×4-pixel sub-tiles packed to
+// the Gaussians whose support box meets them: the CPU mirror of the CUDA kernels' work units
+// (DESIGN §5), used by the scalar baseline, the Tensor Core emulations and the statistics ops.
+// (The CPU matrix rasterizer works on 8-pixel row segments instead: row_tile.h.)
 #pragma once
 #include <ATen/ATen.h>
 
@@ -16,8 +17,7 @@
 namespace gsrender {
 namespace cpu {
 
-constexpr int kSubW = 8, kSubH = 4, kSubPixels = kSubW * kSubH;
-constexpr int kBatch = 32;  // Gaussians per W block (the GEMM's k dimension)
+constexpr int kSubW = 8, kSubH = 4;
 
 // Host-side sanity of the binning arrays (untrusted when the op is called directly): offsets
 // non-decreasing within [0, M] and every id inside its camera.
@@ -97,74 +97,6 @@ void pack_subtile(const std::vector<TileGaussian<T>>& gs, int32_t n, const SubTi
   packed.clear();
   for (int32_t i = 0; i < n; ++i)
     if (gs[i].box.meets(st.x0, st.y0, st.x1, st.y1)) packed.push_back(i);
-}
-
-}  // namespace cpu
-}  // namespace gsrender
-
-#include "simd.h"
-
-namespace gsrender {
-namespace cpu {
-
-// A batch of up to kBatch packed Gaussians in SoA form, so α for 32 pixels × kBatch Gaussians
-// is one vectorised loop; rows are the Gaussians' feature rows (fetched only for packed ones).
-template <typename T>
-struct Batch {
-  T mx[kBatch], my[kBatch], a[kBatch], b[kBatch], c[kBatch], opacity[kBatch], phi[kBatch];
-  int32_t pos[kBatch];  // positions in the tile's list
-  const T* rows[kBatch];
-  int n = 0;
-
-  void push(const TileGaussian<T>& g, int32_t position, const T* row) {
-    mx[n] = g.mx, my[n] = g.my, a[n] = g.a, b[n] = g.b, c[n] = g.c;
-    opacity[n] = g.opacity, phi[n] = g.phi, pos[n] = position, rows[n] = row;
-    ++n;
-  }
-  // Pads the last vector with inert entries (opacity 0 gives α = 0).
-  void seal() {
-    for (int k = n; k < kBatch && k % kLanes != 0; ++k)
-      mx[k] = my[k] = a[k] = b[k] = c[k] = opacity[k] = phi[k] = T(0), rows[k] = nullptr, pos[k] = -1;
-  }
-};
-
-// alpha[p * kBatch + k] = α of packed Gaussian k at sub-tile pixel p (0 where it does not
-// contribute): gsrender::pair_alpha's rule. float64 runs the shared scalar formula (it serves
-// gradcheck); float32 runs it 8 Gaussians at a time.
-template <typename T>
-void batch_alpha(const Batch<T>& bt, int ox, int oy, T* __restrict alpha) {
-  for (int p = 0; p < kSubPixels; ++p) {
-    const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
-    for (int k = 0; k < bt.n; ++k)
-      alpha[p * kBatch + k] = pair_alpha<T>(
-          bt.opacity[k], gaussian_sigma<T>(bt.a[k], bt.b[k], bt.c[k], bt.mx[k] - px, bt.my[k] - py));
-  }
-}
-
-template <>
-inline void batch_alpha<float>(const Batch<float>& bt, int ox, int oy,
-                                              float* __restrict alpha) {
-  static_assert(kBatch % kLanes == 0, "batches are whole vectors");
-  const int nv = (bt.n + kLanes - 1) / kLanes;  // lanes past n hold opacity 0 (Batch::seal)
-  for (int p = 0; p < kSubPixels; ++p) {
-    const float px = ox + p % kSubW + 0.5f, py = oy + p / kSubW + 0.5f;
-    for (int v = 0; v < nv; ++v) {
-      const int k = v * kLanes;
-      f8 mx, my, a, b, c, o;
-      __builtin_memcpy(&mx, bt.mx + k, sizeof(f8));
-      __builtin_memcpy(&my, bt.my + k, sizeof(f8));
-      __builtin_memcpy(&a, bt.a + k, sizeof(f8));
-      __builtin_memcpy(&b, bt.b + k, sizeof(f8));
-      __builtin_memcpy(&c, bt.c + k, sizeof(f8));
-      __builtin_memcpy(&o, bt.opacity + k, sizeof(f8));
-      const f8 dx = mx - px, dy = my - py;
-      const f8 sigma = 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
-      f8 al = o * exp_nonpositive(-sigma);
-      al = al < splat(float(kAlphaMax)) ? al : splat(float(kAlphaMax));
-      al = (al >= splat(float(kAlphaMin))) & (sigma >= splat(0.0f)) ? al : splat(0.0f);
-      __builtin_memcpy(alpha + p * kBatch + k, &al, sizeof(f8));
-    }
-  }
 }
 
 }  // namespace cpu

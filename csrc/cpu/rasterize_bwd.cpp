@@ -1,7 +1,7 @@
-// CPU backward rasterizer (DESIGN §4 backward): per sub-tile, recompute the forward's α and
-// transmittance for the packed list, then walk batches back to front:
-//   dW = G·Fᵀ and dF += Wᵀ·G as blocked GEMMs, dA from the carried suffix sums, and the
-// elementwise chain to the 2D parameters. Per-tile partial gradients are reduced locally and
+// CPU backward rasterizer (DESIGN §4 backward), on the forward's 8-pixel row segments: per tile
+// row, recompute the forward's α and transmittance in one front-to-back pass, then walk each
+// segment's contributing pairs back to front: dW = G·F and dF += Wᵀ·G, dA from the carried suffix
+// sums, and the elementwise chain to the 2D parameters, as vectors over the pixels. Per-tile partial gradients are reduced locally and
 // added to the global buffers once per (tile, Gaussian), atomically; with deterministic=true
 // they go to per-entry rows instead and a fixed-order reduction sums them (gsrender/det_reduce.h),
 // so the result is the same bit for bit whatever the thread count.
@@ -12,6 +12,7 @@
 #include "gsrender/det_reduce.h"
 #include "isa.h"
 #include "raster_tile.h"
+#include "row_tile.h"
 
 namespace gsrender {
 namespace cpu {
@@ -19,133 +20,153 @@ namespace {
 
 template <typename T>
 struct BwdScratch {
-  std::vector<TileGaussian<T>> gs;
-  std::vector<int32_t> packed;
-  std::vector<T> alpha, trans;      // [kSubPixels, n_packed] recomputed α and T before it
-  std::vector<T> g;                 // [kSubPixels, CH] upstream gradient (scaled in weighted)
-  std::vector<T> w, dw;             // [kSubPixels, kBatch]
-  std::vector<const T*> rows;       // [kBatch]
-  std::vector<T*> drows;            // [kBatch]
-  std::vector<AlphaGrad<T>> grad2d; // [n] per tile-list entry
-  std::vector<T> dcolor;            // [n, CH]
-  std::vector<T> ddepth;            // [n]
-  std::vector<char> touched;        // [n]
-  std::vector<T> dbg;               // [CH]
-  Batch<T> batch;
-  T block[kSubPixels * kBatch];     // one batch's α
+  using V = typename Lanes<T>::V;
+  TileRows tile;
+  const int32_t* ids = nullptr;  // the tile's run of flatten_ids
+  int32_t n = 0;                 // its length
+  std::vector<int32_t> ent;      // [segments, cap]: list positions of a row's contributing pairs
+  LaneVector<V> ent_al, ent_tr;  // [segments, cap]: their α (0 where a lane does not
+                                  // contribute) and the transmittance before them
+  std::vector<T> g;               // [segments, 8, CH] upstream gradient per pixel (pixel-major)
+  LaneVector<V> gt;              // [segments, CH] the same, channel-major
+  LaneVector<V> part;            // [n, kGradFields]: per-entry α-chain sums, lane-wise
+  std::vector<AlphaGrad<T>> grad2d;  // [n] per tile-list entry (the lanes summed)
+  std::vector<T> dcolor;             // [n, CH]
+  std::vector<T> ddepth;             // [n]
+  std::vector<char> touched;         // [n]
+  std::vector<T> dbg;                // [CH]
 };
 
+// Lane-wise partial sums of AlphaGrad's fields (and, weighted, dL/dz) per tile-list entry.
+enum { kGMx, kGMy, kGA, kGB, kGC, kGO, kGZ, kGradFields };
+
+// One image row of a tile, backward: the row's Gaussians front to back recompute α and the
+// transmittance as the forward did (8 pixels a vector, each lane up to its last contributor),
+// then each segment walks its contributing pairs back to front: dW = G·F, dF += Wᵀ·G, the
+// suffix sums and the α chain as vectors over its pixels.
 template <typename T>
-void backward_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t end, int ox,
-                      int oy, const SubTile& st, BwdScratch<T>& s, const RasterBwdIO<T>& io) {
+void backward_row(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam,
+                  int y, int32_t start, const int32_t* items, int n_items,
+                  BwdScratch<T>& s, const RasterBwdIO<T>& io) {
+  using V = typename Lanes<T>::V;
+  using M = typename Lanes<T>::M;
   const int64_t CH = a.CH;
   const bool sorted = a.sorted;
+  const int x0 = s.tile.x0, x1 = s.tile.x1;
+  const int nseg = (x1 - x0) / kLanes + 1;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
-  int64_t pix[kSubPixels];
-  int32_t last[kSubPixels];
-  T t_final[kSubPixels], acc[kSubPixels], g_out[kSubPixels], v_alpha[kSubPixels];
-  int32_t limit = 0;
-  bool any = false;
-  for (int p = 0; p < kSubPixels; ++p) {
-    T* gp = s.g.data() + p * CH;
-    pix[p] = -1, last[p] = 0, t_final[p] = 0, acc[p] = 0, g_out[p] = 0, v_alpha[p] = 0;
-    std::fill(gp, gp + CH, T(0));
-    if (!st.valid(p, ox, oy)) continue;
-    const int x = ox + p % kSubW, y = oy + p / kSubW;
-    pix[p] = (cam * a.height + y) * a.width + x;
-    last[p] = io.last_ids[pix[p]] - start;
-    limit = std::max(limit, last[p]);
-    v_alpha[p] = io.v_alphas[pix[p]];
-    const T* vr = io.v_render + pix[p] * CH;
-    if (sorted) {
-      t_final[p] = io.aux[pix[p]];
-      T g_bg = 0;
-      for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c], g_bg += bg ? vr[c] * bg[c] : T(0);
-      // suffix-sum seed: the background and alpha-output terms of dA (DESIGN §4)
-      acc[p] = t_final[p] * (g_bg - v_alpha[p]);
-      for (int64_t c = 0; c < CH; ++c) s.dbg[c] += t_final[p] * vr[c];
-    } else {
-      t_final[p] = T(1) - io.alphas[pix[p]];
-      const T inv = T(1) / io.aux[pix[p]];
-      const T* out = io.render + pix[p] * CH;
-      for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c] * inv, g_out[p] += gp[c] * out[c];
-      for (int64_t c = 0; c < CH; ++c) s.dbg[c] += a.w_bg * gp[c];
-    }
-    any = true;
-  }
-  if (!any) return;
-  pack_subtile(s.gs, sorted ? limit : end - start, st, s.packed);
-  const int np = static_cast<int>(s.packed.size());
-  if (np == 0) return;
-
-  // α (and, sorted, the transmittance before each Gaussian) for every packed pair, recomputed
-  // front to back exactly as the forward did.
-  s.alpha.assign(size_t(kSubPixels) * np, T(0));
-  s.trans.assign(size_t(kSubPixels) * np, T(0));
-  T tr[kSubPixels];
-  bool live[kSubPixels];
-  for (int p = 0; p < kSubPixels; ++p) tr[p] = T(1), live[p] = pix[p] >= 0;
-  for (int k0 = 0; k0 < np; k0 += kBatch) {
-    Batch<T>& bt = s.batch;
-    bt.n = 0;
-    for (int k = k0; k < std::min(np, k0 + kBatch); ++k) bt.push(s.gs[s.packed[k]], s.packed[k], nullptr);
-    bt.seal();
-    batch_alpha(bt, ox, oy, s.block);
-    for (int p = 0; p < kSubPixels; ++p) {
-      for (int k = 0; k < bt.n && live[p]; ++k) {
-        if (sorted && bt.pos[k] >= last[p]) {
-          live[p] = false;
-          break;
-        }
-        const T al = s.block[p * kBatch + k];
-        if (al == T(0)) continue;
-        s.alpha[size_t(p) * np + k0 + k] = al;
-        s.trans[size_t(p) * np + k0 + k] = tr[p];
-        tr[p] *= T(1) - al;
+  V lane{}, px[kMaxSegments], tr[kMaxSegments], acc[kMaxSegments], g_out[kMaxSegments],
+      v_alpha[kMaxSegments], t_final[kMaxSegments];
+  M lane_i{}, valid[kMaxSegments], last[kMaxSegments];
+  int ne[kMaxSegments];
+  for (int i = 0; i < kLanes; ++i) lane[i] = T(i), lane_i[i] = i;
+  s.g.assign(size_t(nseg) * kLanes * CH, T(0));
+  s.gt.assign(size_t(nseg) * CH, V{});
+  for (int sg = 0; sg < nseg; ++sg) {
+    const int sx = x0 + sg * kLanes, nvalid = std::min(kLanes, x1 - sx + 1);
+    px[sg] = lane + (T(sx) + T(0.5));
+    tr[sg] = V{} + T(1), acc[sg] = g_out[sg] = v_alpha[sg] = t_final[sg] = V{};
+    valid[sg] = (lane_i + sx) <= x1;
+    last[sg] = M{};
+    ne[sg] = 0;
+    for (int l = 0; l < nvalid; ++l) {
+      const int64_t pix = (cam * a.height + y) * a.width + sx + l;
+      T* gp = s.g.data() + (size_t(sg) * kLanes + l) * CH;
+      V* gt = s.gt.data() + size_t(sg) * CH;
+      const T* vr = io.v_render + pix * CH;
+      last[sg][l] = io.last_ids[pix] - start;
+      v_alpha[sg][l] = io.v_alphas[pix];
+      if (sorted) {
+        const T tf = io.aux[pix];
+        T g_bg = 0;
+        for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c], g_bg += bg ? vr[c] * bg[c] : T(0);
+        // suffix-sum seed: the background and alpha-output terms of dA (DESIGN §4)
+        t_final[sg][l] = tf;
+        acc[sg][l] = tf * (g_bg - v_alpha[sg][l]);
+        for (int64_t c = 0; c < CH; ++c) s.dbg[c] += tf * vr[c];
+      } else {
+        t_final[sg][l] = T(1) - io.alphas[pix];
+        const T inv = T(1) / io.aux[pix];
+        const T* out = io.render + pix * CH;
+        T go = 0;
+        for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c] * inv, go += gp[c] * out[c];
+        g_out[sg][l] = go;
+        for (int64_t c = 0; c < CH; ++c) s.dbg[c] += a.w_bg * gp[c];
       }
+      for (int64_t c = 0; c < CH; ++c) gt[c][l] = gp[c];
+    }
+    if (!sorted) last[sg] = valid[sg] & (M{} + s.n);  // weighted: every listed Gaussian
+  }
+  const size_t cap = static_cast<size_t>(n_items);
+  if (s.ent.size() < nseg * cap)
+    s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap);
+
+  // Front to back: α and T before each pair, exactly as the forward computed them.
+  const T py = T(y) + T(0.5);
+  for (int j = 0; j < n_items; ++j) {
+    const int32_t i = items[j];
+    const RowGaussian<T>& g = gs[s.ids[i]];
+    const int lo = std::max(g.box.x0, x0), hi = std::min(g.box.x1, x1);
+    if (lo > hi) continue;
+    const T dy = g.my - py;
+    for (int sg = (lo - x0) / kLanes; sg <= (hi - x0) / kLanes; ++sg) {
+      const M live = (M{} + i) < last[sg];  // 0 on invalid lanes (last = 0 there)
+      if (!any_lane(live)) continue;
+      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - px[sg], dy);
+      const M c = live & (al != T(0));
+      if (!any_lane(c)) continue;
+      const size_t e = sg * cap + ne[sg]++;
+      s.ent[e] = i, s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr[sg];
+      tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
     }
   }
 
-  // Batches back to front (the order matters only for the sorted suffix sums).
-  for (int k1 = np; k1 > 0; k1 -= kBatch) {
-    const int k0 = std::max(0, k1 - kBatch), nb = k1 - k0;
-    for (int k = 0; k < nb; ++k) {
-      const int32_t i = s.packed[k0 + k];
-      s.rows[k] = a.colors + static_cast<int64_t>(s.gs[i].id) * CH;
-      s.drows[k] = s.dcolor.data() + static_cast<int64_t>(i) * CH;
+  // Back to front per segment (the order matters only for the sorted suffix sums).
+  for (int sg = 0; sg < nseg; ++sg) {
+    const T* G = s.g.data() + size_t(sg) * kLanes * CH;
+    const V* GT = s.gt.data() + size_t(sg) * CH;
+    for (int k = ne[sg] - 1; k >= 0; --k) {
+      const size_t e = sg * cap + k;
+      const int32_t i = s.ent[e];
+      const RowGaussian<T>& g = gs[s.ids[i]];
+      const T* f = a.colors + static_cast<int64_t>(s.ids[i]) * CH;
+      const V al = s.ent_al[e];
+      const V w = al * (sorted ? s.ent_tr[e] : V{} + g.phi);
+      V dw{};  // dL/dw per pixel: G·f
+      for (int64_t c = 0; c < CH; ++c) dw += f[c] * GT[c];
+      T* d = s.dcolor.data() + static_cast<int64_t>(i) * CH;  // dF += Wᵀ·G
+      for (int l = 0; l < kLanes; ++l) {
+        const T wl = w[l];
+        if (wl == T(0)) continue;
+        const T* gl = G + l * CH;
+#pragma omp simd
+        for (int64_t c = 0; c < CH; ++c) d[c] += wl * gl[c];
+      }
       s.touched[i] = 1;
-    }
-    for (int p = 0; p < kSubPixels; ++p)
-      for (int k = 0; k < nb; ++k) {
-        const size_t e = size_t(p) * np + k0 + k;
-        const T al = s.alpha[e];
-        s.w[p * kBatch + k] = sorted ? al * s.trans[e] : al * s.gs[s.packed[k0 + k]].phi;
+      const M on = al != T(0);
+      const V one_minus = T(1) - al;
+      V v_al;
+      V* part = s.part.data() + size_t(i) * kGradFields;
+      if (sorted) {
+        v_al = s.ent_tr[e] * dw - acc[sg] / one_minus;
+        acc[sg] += w * dw;
+      } else {
+        const V dw_net = dw - g_out[sg];  // d(N/S)/dw = (f − OUT)/S
+        v_al = dw_net * g.phi + v_alpha[sg] * t_final[sg] / one_minus;
+        part[kGZ] += on ? dw_net * al : V{};
       }
-    dot_rows<T>(s.dw.data(), kBatch, s.g.data(), CH, s.rows.data(), kSubPixels, nb, CH);
-    accumulate_transposed<T>(s.drows.data(), s.w.data(), kBatch, s.g.data(), CH, kSubPixels, nb,
-                             CH);
-    for (int p = 0; p < kSubPixels; ++p) {
-      if (pix[p] < 0) continue;
-      const T px = ox + p % kSubW + T(0.5), py = oy + p / kSubW + T(0.5);
-      for (int k = nb - 1; k >= 0; --k) {
-        const size_t e = size_t(p) * np + k0 + k;
-        const T al = s.alpha[e];
-        if (al == T(0)) continue;
-        const int32_t i = s.packed[k0 + k];
-        const TileGaussian<T>& g = s.gs[i];
-        const T wk = s.w[p * kBatch + k], dwk = s.dw[p * kBatch + k];
-        T v_al;
-        if (sorted) {
-          v_al = s.trans[e] * dwk - acc[p] / (T(1) - al);
-          acc[p] += wk * dwk;
-        } else {
-          const T dw_net = dwk - g_out[p];  // d(N/S)/dw = (f − OUT)/S
-          v_al = dw_net * g.phi + v_alpha[p] * t_final[p] / (T(1) - al);
-          s.ddepth[i] += dw_net * al *
-                         depth_weight_dz<T>(a.depths[g.id], g.phi, a.sigma_w, a.beta);
-        }
-        s.grad2d[i].add(v_al, al, g.opacity, g.a, g.b, g.c, g.mx - px, g.my - py);
-      }
+      // AlphaGrad::add as vectors: nothing flows where α was clamped at 0.99
+      if (!(g.opacity > T(0))) continue;
+      const M flows = on & (al < T(kAlphaMax));
+      const V dx = g.mx - px[sg];
+      const T dy = g.my - py;
+      const V v_sigma = flows ? -v_al * al : V{};
+      part[kGO] += flows ? v_al * al / g.opacity : V{};
+      part[kGA] += v_sigma * T(0.5) * dx * dx;
+      part[kGB] += v_sigma * dx * dy;
+      part[kGC] += v_sigma * (T(0.5) * dy * dy);
+      part[kGMx] += v_sigma * (g.a * dx + g.b * dy);
+      part[kGMy] += v_sigma * (g.b * dx + g.c * dy);
     }
   }
 }
@@ -153,32 +174,41 @@ void backward_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_
 // One (camera, tile) task: the tile's per-entry sums in s.grad2d / s.dcolor / s.ddepth / s.touched
 // and its v_backgrounds share added to s.dbg.
 template <typename T>
-void backward_tile(const RasterArgs<T>& a, const RasterBwdIO<T>& io, int64_t t,
-                   BwdScratch<T>& s) {
+void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io,
+                   int64_t t, BwdScratch<T>& s) {
   const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
   const int64_t cam = t / tiles_per_cam;
   const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
   const int32_t start = a.tile_start(t), stop = a.tile_end(t);
   const int32_t n = stop - start;
-  gather_tile(a, start, stop, s.gs);
-  s.grad2d.assign(n, AlphaGrad<T>());
+  s.ids = a.flatten_ids + start, s.n = n;
+  s.tile.build(a, gs, tx, ty, start, stop);
+  s.part.assign(size_t(n) * kGradFields, typename Lanes<T>::V{});
   s.dcolor.assign(size_t(n) * a.CH, T(0));
-  s.ddepth.assign(n, T(0));
   s.touched.assign(n, 0);
-  for_each_subtile(tx, ty, a.tile_size, a.width, a.height,
-                   [&](int ox, int oy, const SubTile& sub) {
-                     backward_subtile(a, cam, start, stop, ox, oy, sub, s, io);
-                   });
+  const std::vector<int32_t>& rs = s.tile.row_start;
+  for (int r = 0; r + s.tile.y0 <= s.tile.y1; ++r)
+    backward_row(a, gs, cam, s.tile.y0 + r, start, s.tile.items.data() + rs[r], rs[r + 1] - rs[r],
+                 s, io);
+  s.grad2d.resize(n);
+  s.ddepth.resize(n);
+  for (int32_t i = 0; i < n; ++i) {
+    if (!s.touched[i]) continue;
+    const typename Lanes<T>::V* p = s.part.data() + size_t(i) * kGradFields;
+    AlphaGrad<T>& g = s.grad2d[i];
+    g.v_mean_x = lane_sum(p[kGMx]), g.v_mean_y = lane_sum(p[kGMy]);
+    g.v_a = lane_sum(p[kGA]), g.v_b = lane_sum(p[kGB]), g.v_c = lane_sum(p[kGC]);
+    g.v_opacity = lane_sum(p[kGO]);
+    const int32_t id = s.ids[i];
+    s.ddepth[i] = a.sorted ? T(0)
+                           : lane_sum(p[kGZ]) * depth_weight_dz<T>(a.depths[id], gs[id].phi,
+                                                                   a.sigma_w, a.beta);
+  }
 }
 
 template <typename T>
 BwdScratch<T> make_scratch(int64_t CH) {
   BwdScratch<T> s;
-  s.g.resize(kSubPixels * CH);
-  s.w.resize(kSubPixels * kBatch);
-  s.dw.resize(kSubPixels * kBatch);
-  s.rows.resize(kBatch);
-  s.drows.resize(kBatch);
   s.dbg.assign(CH, T(0));
   return s;
 }
@@ -186,7 +216,7 @@ BwdScratch<T> make_scratch(int64_t CH) {
 // The default reduction: each tile adds its sums to the outputs with one atomic per (entry,
 // field), v_backgrounds once per thread and camera.
 template <typename T>
-void backward_atomic(const RasterArgs<T>& a, const RasterBwdIO<T>& io) {
+void backward_atomic(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io) {
   const int64_t CH = a.CH, tiles_per_cam = int64_t(a.TH) * a.TW;
   cpu::parallel_for(0, a.C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
     BwdScratch<T> s = make_scratch<T>(CH);
@@ -199,10 +229,10 @@ void backward_atomic(const RasterArgs<T>& a, const RasterBwdIO<T>& io) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t cam = t / tiles_per_cam;
       if (cam != dbg_cam) flush_dbg(), dbg_cam = cam;
-      backward_tile(a, io, t, s);
-      for (size_t i = 0; i < s.gs.size(); ++i) {
+      backward_tile(a, gs, io, t, s);
+      for (int32_t i = 0; i < s.n; ++i) {
         if (!s.touched[i]) continue;
-        const int64_t id = s.gs[i].id;
+        const int64_t id = s.ids[i];
         const AlphaGrad<T>& g = s.grad2d[i];
         atomic_add<T>(io.v_means2d + 2 * id, g.v_mean_x);
         atomic_add<T>(io.v_means2d + 2 * id + 1, g.v_mean_y);
@@ -225,7 +255,8 @@ void backward_atomic(const RasterArgs<T>& a, const RasterBwdIO<T>& io) {
 // part (and, first pass, its v_backgrounds row), then each Gaussian's rows are summed in entry
 // order. Untouched entries keep part's zeros.
 template <typename T>
-void backward_deterministic(const RasterArgs<T>& a, const RasterBwdIO<T>& io,
+void backward_deterministic(const RasterArgs<T>& a, const RowGaussian<T>* gs,
+                            const RasterBwdIO<T>& io,
                             const at::Tensor& flatten_ids, bool has_bg) {
   const int64_t CH = a.CH, n_tiles = a.C * int64_t(a.TH) * a.TW, G = a.C * a.N;
   const DetPlan plan = make_det_plan(flatten_ids, G, CH, sizeof(T));
@@ -242,12 +273,12 @@ void backward_deterministic(const RasterArgs<T>& a, const RasterBwdIO<T>& io,
     cpu::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
       BwdScratch<T> s = make_scratch<T>(CH);
       for (int64_t t = begin; t < end; ++t) {
-        backward_tile(a, io, t, s);
+        backward_tile(a, gs, io, t, s);
         if (has_bg && ps.first)
           for (int64_t c = 0; c < CH; ++c) bgp[t * CH + c] = s.dbg[c];
         std::fill(s.dbg.begin(), s.dbg.end(), T(0));
         const int64_t start = a.tile_start(t);
-        for (size_t i = 0; i < s.gs.size(); ++i) {
+        for (int32_t i = 0; i < s.n; ++i) {
           if (!s.touched[i]) continue;
           T* row = part + (start + int64_t(i)) * ps.stride;
           const AlphaGrad<T>& g = s.grad2d[i];
@@ -312,10 +343,11 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   AT_DISPATCH_FLOATING_TYPES(dt, "rasterize_bwd_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
+    const std::vector<RowGaussian<T>> gs = prepare_gaussians(a);
     if (deterministic)
-      backward_deterministic<T>(a, bufs.io<T>(), in.flatten_ids, has_bg);
+      backward_deterministic<T>(a, gs.data(), bufs.io<T>(), in.flatten_ids, has_bg);
     else
-      backward_atomic<T>(a, bufs.io<T>());
+      backward_atomic<T>(a, gs.data(), bufs.io<T>());
   });
   if (!has_bg) bufs.v_backgrounds.zero_();
   return bufs.grads();

@@ -1,12 +1,14 @@
-// CPU forward rasterizer in the matrix formulation (DESIGN §4): per sub-tile and batch of packed
-// Gaussians, build W (P×K) with the exact transmittance scan, then OUT += W·F as a blocked GEMM.
-// impl = scalar keeps the one-pixel-at-a-time 3DGS loop as the in-house baseline.
+// CPU forward rasterizer in the matrix formulation (DESIGN §4), on 8-pixel row segments: per tile
+// row, W (its contributing Gaussians × 8 pixels) from the exact transmittance scan run as vectors
+// over the pixels, then OUT = Wᵀ·F as a register-blocked GEMM (gemm.h). docs/cpu.md walks through
+// it. impl = scalar keeps the one-pixel-at-a-time 3DGS loop as the in-house baseline.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include "gemm.h"
 #include "isa.h"
 #include "raster_tile.h"
+#include "row_tile.h"
 
 namespace gsrender {
 namespace cpu {
@@ -15,129 +17,127 @@ namespace {
 // Per-thread scratch, reused across tiles.
 template <typename T>
 struct FwdScratch {
-  std::vector<TileGaussian<T>> gs;
-  std::vector<T> out;  // [kSubPixels, CH]
-  T alpha[kSubPixels * kBatch];
-  T w[kSubPixels * kBatch];
-  Batch<T> batch;
+  using V = typename Lanes<T>::V;
+  TileRows tile;
+  LaneVector<V> w;                      // [segments, cap]: one row's contributing weights
+  std::vector<const T*> rows;            // [segments, cap]: their channel rows
+  LaneVector<V> acc;                    // [CH]: one segment's output, channel-major
   int64_t listed = 0, computed = 0, useful = 0;
 };
 
-// Pixel state across batches of one sub-tile.
+// One image row of a tile: its 8-pixel segments walk the row's Gaussians front to back, α and
+// the transmittance scan as vectors over the pixels, each segment stopping as soon as all its
+// pixels saturate; then each segment's OUT = Wᵀ·F as register-blocked GEMM over its
+// contributing Gaussians only, and the pixels' outputs.
 template <typename T>
-struct PixelState {
-  T trans[kSubPixels];  // sorted: transmittance; weighted: Π(1-α)
-  T wsum[kSubPixels];   // weighted: Σ α·φ
-  int32_t last[kSubPixels];
-  bool active[kSubPixels];
-  int n_active;
-};
-
-// W for one batch (sorted mode): the exclusive transmittance scan along k with 3DGS's early
-// stop, sequential per pixel exactly as sequential compositing.
-template <typename T>
-void batch_weights_sorted(const Batch<T>& bt, const T* alpha, int32_t list_start,
-                          PixelState<T>& ps, T* w, int64_t& useful) {
-  for (int p = 0; p < kSubPixels; ++p) {
-    T* wp = w + p * kBatch;
-    std::fill(wp, wp + bt.n, T(0));
-    if (!ps.active[p]) continue;
-    const T* ap = alpha + p * kBatch;
-    T tr = ps.trans[p];
-    for (int k = 0; k < bt.n; ++k) {
-      if (ap[k] == T(0)) continue;
-      const T next = tr * (T(1) - ap[k]);
-      if (next < T(kTransmittanceMin)) {
-        ps.active[p] = false;
-        --ps.n_active;
-        break;
-      }
-      wp[k] = ap[k] * tr;
-      tr = next;
-      ps.last[p] = list_start + bt.pos[k] + 1;
-      ++useful;
-    }
-    ps.trans[p] = tr;
-  }
-}
-
-// W for one batch (weighted mode): w = α·φ(z); no order, no stop.
-template <typename T>
-void batch_weights_weighted(const Batch<T>& bt, const T* alpha, PixelState<T>& ps, T* w,
-                            int64_t& useful) {
-  for (int p = 0; p < kSubPixels; ++p) {
-    T* wp = w + p * kBatch;
-    std::fill(wp, wp + bt.n, T(0));
-    if (!ps.active[p]) continue;
-    const T* ap = alpha + p * kBatch;
-    for (int k = 0; k < bt.n; ++k) {
-      if (ap[k] == T(0)) continue;
-      wp[k] = ap[k] * bt.phi[k];
-      ps.wsum[p] += wp[k];
-      ps.trans[p] *= T(1) - ap[k];
-      ++useful;
-    }
-  }
-}
-
-template <typename T>
-void render_subtile(const RasterArgs<T>& a, int64_t cam, int32_t start, int32_t end, int ox,
-                    int oy, const SubTile& st, FwdScratch<T>& s, const FwdOut<T>& o) {
+void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
+                const int32_t* ids, int64_t cam, int x0, int x1, int y,
+                int32_t start, int32_t n_list, const int32_t* items, int n_items,
+                FwdScratch<T>& s, const FwdOut<T>& o) {
+  using V = typename Lanes<T>::V;
+  using M = typename Lanes<T>::M;
   const int64_t CH = a.CH;
   const bool sorted = a.sorted;
-  PixelState<T> ps;
-  ps.n_active = 0;
-  for (int p = 0; p < kSubPixels; ++p) {
-    ps.trans[p] = T(1), ps.wsum[p] = T(0), ps.last[p] = start;
-    ps.active[p] = st.valid(p, ox, oy);
-    ps.n_active += ps.active[p];
+  const int nseg = (x1 - x0) / kLanes + 1;
+  V lane{}, px[kMaxSegments], tr[kMaxSegments], wsum[kMaxSegments];
+  M lane_i{}, alive[kMaxSegments], last[kMaxSegments], evals{}, useful{};
+  int nw[kMaxSegments], stop_at[kMaxSegments];
+  bool live[kMaxSegments];
+  for (int i = 0; i < kLanes; ++i) lane[i] = T(i), lane_i[i] = i;
+  int n_live = nseg;
+  for (int sg = 0; sg < nseg; ++sg) {
+    const int sx = x0 + sg * kLanes;
+    px[sg] = lane + (T(sx) + T(0.5));
+    tr[sg] = V{} + T(1), wsum[sg] = V{};
+    alive[sg] = (lane_i + sx) <= x1;
+    last[sg] = M{} + start;
+    nw[sg] = 0, stop_at[sg] = n_list, live[sg] = true;
   }
-  std::fill(s.out.begin(), s.out.begin() + kSubPixels * CH, T(0));
-  const int32_t n = end - start;
-  Batch<T>& bt = s.batch;
-  bt.n = 0;
-  auto flush = [&] {
-    if (bt.n == 0) return;
-    s.computed += int64_t(bt.n) * ps.n_active;
-    bt.seal();
-    batch_alpha(bt, ox, oy, s.alpha);
-    if (sorted)
-      batch_weights_sorted(bt, s.alpha, start, ps, s.w, s.useful);
-    else
-      batch_weights_weighted(bt, s.alpha, ps, s.w, s.useful);
-    accumulate_rows<T>(s.out.data(), CH, s.w, kBatch, bt.rows, kSubPixels, bt.n, CH);
-    bt.n = 0;
-  };
-  int32_t i = 0;
-  for (; i < n && ps.n_active > 0; ++i) {
-    const TileGaussian<T>& g = s.gs[i];
-    if (!g.box.meets(st.x0, st.y0, st.x1, st.y1)) continue;  // packing
-    bt.push(g, i, a.colors + static_cast<int64_t>(g.id) * CH);  // lazy fetch: packed rows only
-    if (bt.n == kBatch) flush();
+  const size_t cap = static_cast<size_t>(n_items);
+  if (s.w.size() < nseg * cap) s.w.resize(nseg * cap), s.rows.resize(nseg * cap);
+  const T py = T(y) + T(0.5);
+  for (int j = 0; j < n_items && n_live > 0; ++j) {
+    const int32_t i = items[j];
+    const int32_t id = ids[i];
+    const RowGaussian<T>& g = gs[id];
+    const int lo = std::max(g.box.x0, x0), hi = std::min(g.box.x1, x1);
+    if (lo > hi) continue;
+    const T dy = g.my - py;
+    for (int sg = (lo - x0) / kLanes; sg <= (hi - x0) / kLanes; ++sg) {
+      if (!live[sg]) continue;
+      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - px[sg], dy);
+      evals -= alive[sg];  // masks are −1: counts up
+      const M c = alive[sg] & (al != T(0));
+      if (!any_lane(c)) continue;
+      V w;
+      if (sorted) {
+        const V next = tr[sg] * (T(1) - al);
+        const M stop = c & (next < T(kTransmittanceMin));
+        const M ok = c & ~stop;
+        w = ok ? al * tr[sg] : V{};
+        tr[sg] = ok ? next : tr[sg];
+        last[sg] = ok ? M{} + (start + i + 1) : last[sg];
+        useful -= ok;
+        if (any_lane(stop)) {
+          alive[sg] &= ~stop;
+          if (!any_lane(alive[sg])) live[sg] = false, --n_live, stop_at[sg] = i + 1;
+        }
+        if (!any_lane(ok)) continue;
+      } else {
+        w = c ? al * g.phi : V{};
+        wsum[sg] += w;
+        tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
+        useful -= c;
+      }
+      s.w[sg * cap + nw[sg]] = w;
+      s.rows[sg * cap + nw[sg]] = a.colors + static_cast<int64_t>(id) * CH;
+      ++nw[sg];
+    }
   }
-  flush();
-  s.listed += int64_t(i) * st.n_valid;
+  for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
 
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
-  for (int p = 0; p < kSubPixels; ++p) {
-    if (!st.valid(p, ox, oy)) continue;
-    const int x = ox + p % kSubW, y = oy + p / kSubW;
-    const int64_t pix = (cam * a.height + y) * a.width + x;
-    T* dst = o.render + pix * CH;
-    const T* acc = s.out.data() + p * CH;
-    const T tr = ps.trans[p];
-    if (sorted) {
-      for (int64_t c = 0; c < CH; ++c) dst[c] = acc[c] + (bg ? tr * bg[c] : T(0));
-      o.aux[pix] = tr;
-      o.last_ids[pix] = ps.last[p];
-    } else {
-      const T denom = ps.wsum[p] + a.w_bg;
-      for (int64_t c = 0; c < CH; ++c) dst[c] = (acc[c] + (bg ? a.w_bg * bg[c] : T(0))) / denom;
-      o.aux[pix] = denom;
-      o.last_ids[pix] = end;
+  V* acc = s.acc.data();
+  for (int sg = 0; sg < nseg; ++sg) {
+    const V* w = s.w.data() + sg * cap;
+    const T* const* rows = s.rows.data() + sg * cap;
+    int64_t c0 = 0;
+    for (; c0 + kChanRegs <= CH; c0 += kChanRegs) segment_block<T, kChanRegs>(acc, w, rows, nw[sg], c0);
+    segment_tail<T, kChanRegs - 1>(acc, w, rows, nw[sg], c0, static_cast<int>(CH - c0));
+    const int sx = x0 + sg * kLanes, nvalid = std::min(kLanes, x1 - sx + 1);
+    s.listed += int64_t(stop_at[sg]) * nvalid;
+    for (int l = 0; l < nvalid; ++l) {
+      const int64_t pix = (cam * a.height + y) * a.width + sx + l;
+      T* dst = o.render + pix * CH;
+      const T t = tr[sg][l];
+      if (sorted) {
+        for (int64_t c = 0; c < CH; ++c) dst[c] = acc[c][l] + (bg ? t * bg[c] : T(0));
+        o.aux[pix] = t;
+        o.last_ids[pix] = static_cast<int32_t>(last[sg][l]);
+      } else {
+        const T denom = wsum[sg][l] + a.w_bg;
+        for (int64_t c = 0; c < CH; ++c) dst[c] = (acc[c][l] + (bg ? a.w_bg * bg[c] : T(0))) / denom;
+        o.aux[pix] = denom;
+        o.last_ids[pix] = start + n_list;
+      }
+      o.alphas[pix] = T(1) - t;
     }
-    o.alphas[pix] = T(1) - tr;
   }
+}
+
+// One (camera, tile) task: its rows' Gaussians (TileRows), then row by row.
+template <typename T>
+void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, int tx, int ty,
+                 int32_t start, int32_t end, FwdScratch<T>& s, const FwdOut<T>& o) {
+  TileRows& tr = s.tile;
+  tr.build(a, gs, tx, ty, start, end);
+  const int32_t* ids = a.flatten_ids + start;
+  const int32_t n = end - start;
+  const int n_rows = tr.y1 - tr.y0 + 1, x0 = tr.x0, x1 = tr.x1, y0 = tr.y0;
+  std::vector<int32_t>& row_start = tr.row_start;
+  for (int r = 0; r < n_rows; ++r)
+    render_row(a, gs, ids, cam, x0, x1, y0 + r, start, n, tr.items.data() + row_start[r],
+               row_start[r + 1] - row_start[r], s, o);
 }
 
 // The 3DGS/gsplat-style baseline: one pixel at a time over the whole tile list, channel loop
@@ -200,23 +200,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
                       aux.data_ptr<T>(), stats.data_ptr<int64_t>()};
     int64_t* st = o.stats;
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
+    const std::vector<RowGaussian<T>> gs =
+        impl == kImplScalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
     cpu::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
       FwdScratch<T> s;
-      s.out.resize(kSubPixels * CH);
+      std::vector<TileGaussian<T>> list;  // the scalar baseline's tile list
+      s.acc.resize(CH);
       for (int64_t t = begin; t < end; ++t) {
         const int64_t cam = t / tiles_per_cam;
         const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
         const int32_t start = a.tile_start(t), stop = a.tile_end(t);
-        gather_tile(a, start, stop, s.gs);
-        s.listed = s.computed = s.useful = 0;
         if (impl == kImplScalar) {
-          render_tile_scalar(a, cam, tx, ty, start, stop, s.gs, o);
+          gather_tile(a, start, stop, list);
+          render_tile_scalar(a, cam, tx, ty, start, stop, list, o);
           continue;
         }
-        for_each_subtile(tx, ty, a.tile_size, a.width, a.height,
-                         [&](int ox, int oy, const SubTile& sub) {
-                           render_subtile(a, cam, start, stop, ox, oy, sub, s, o);
-                         });
+        s.listed = s.computed = s.useful = 0;
+        render_tile(a, gs.data(), cam, tx, ty, start, stop, s, o);
         atomic_add<int64_t>(st + 3 * cam + 0, s.listed);
         atomic_add<int64_t>(st + 3 * cam + 1, s.computed);
         atomic_add<int64_t>(st + 3 * cam + 2, s.useful);

@@ -1,0 +1,65 @@
+"""Side-by-side A/B of two gsrender builds on issue 14's scene (benchmarks/cpu_render.py
+issue_scene / target_case): alternating subprocesses, one per build per round, so both see the
+same machine load; prints each build's medians over the rounds and the ratio.
+
+    python benchmarks/cpu_ab.py --base /work/main [--new .] [--rounds 2] [--n 100000] [--D 0,64]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+CHILD = r'''
+import sys, json, importlib.util
+root, bench, n, ds, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), int(sys.argv[5])
+sys.path.insert(0, root)
+import gsrender
+assert gsrender.__file__.startswith(root), gsrender.__file__
+spec = importlib.util.spec_from_file_location("cpu_render", bench)
+cr = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cr)
+sc = cr.issue_scene(n, 512)
+print(json.dumps([cr.target_case(sc, d, runs, 1, scalar=False, train=True) for d in ds]))
+'''
+KEYS = ("fwd_ms", "fwd_bwd_ms", "stages_ms.raster_fwd", "pairs_computed", "pairs_contributing")
+
+
+def _get(c: dict, key: str):
+    a, _, b = key.partition(".")
+    return c[a][b] if b else c[a]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--base", required=True, help="checkout whose gsrender (built in place) is the baseline")
+    p.add_argument("--new", default=str(HERE.parents[1]), help="checkout under test (default: this one)")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--runs", type=int, default=3, help="timed runs per case (median)")
+    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--D", default="0,64", help="feature widths, comma-separated")
+    a = p.parse_args(argv)
+    roots = {"base": str(Path(a.base).resolve()), "new": str(Path(a.new).resolve())}
+    ds = [int(d) for d in a.D.split(",")]
+    res: dict[str, list] = {k: [] for k in roots}
+    for r in range(a.rounds):
+        for name in (list(roots) if r % 2 == 0 else list(roots)[::-1]):
+            out = subprocess.run([sys.executable, "-c", CHILD, roots[name], str(HERE.with_name("cpu_render.py")),
+                                  str(a.n), json.dumps(ds), str(a.runs)], capture_output=True, text=True)
+            if out.returncode:
+                print(out.stderr[-2000:], file=sys.stderr)
+                return 1
+            res[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for i, d in enumerate(ds):
+        for key in KEYS:
+            m = {k: statistics.median(_get(x[i], key) for x in v) for k, v in res.items()}
+            print(f"D={d} {key}: base {m['base']:.1f}  new {m['new']:.1f}  base/new {m['base'] / m['new']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

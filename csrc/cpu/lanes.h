@@ -1,0 +1,86 @@
+// Eight pixels of one image row as one vector: the lane types of the row rasterizer and its α.
+// Lanes run over pixels (not Gaussians), so the front-to-back transmittance scan, the early stop
+// and the weights are vector operations per Gaussian, exactly the sequential per-pixel rule.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "gsrender/alpha.h"
+#include "simd.h"
+
+namespace gsrender {
+namespace cpu {
+
+template <typename T>
+struct Lanes;
+template <>
+struct Lanes<float> {
+  typedef float V __attribute__((vector_size(32)));
+  typedef int32_t M __attribute__((vector_size(32)));  // comparison masks (0 / −1 per lane)
+};
+template <>
+struct Lanes<double> {
+  typedef double V __attribute__((vector_size(64)));
+  typedef int64_t M __attribute__((vector_size(64)));
+};
+static_assert(sizeof(Lanes<float>::V) / sizeof(float) == kLanes, "8 pixels per row segment");
+
+// A std::vector of lane vectors on storage aligned to the vector's size (std::allocator does not
+// honour the vector types' alignment when they come in as template arguments).
+template <typename V>
+struct LaneAlloc {
+  using value_type = V;
+  LaneAlloc() = default;
+  template <typename U>
+  LaneAlloc(const LaneAlloc<U>&) {}
+  V* allocate(size_t n) {
+    return static_cast<V*>(::operator new(n * sizeof(V), std::align_val_t(sizeof(V))));
+  }
+  void deallocate(V* p, size_t) { ::operator delete(p, std::align_val_t(sizeof(V))); }
+  bool operator==(const LaneAlloc&) const { return true; }
+};
+template <typename V>
+using LaneVector = std::vector<V, LaneAlloc<V>>;
+
+// Any lane of a mask set (an OR of its 64-bit words: no target-specific movemask).
+template <typename M>
+__attribute__((always_inline)) inline bool any_lane(const M& m) {
+  uint64_t u[sizeof(M) / 8];
+  std::memcpy(u, &m, sizeof(M));
+  uint64_t r = 0;
+  for (size_t i = 0; i < sizeof(M) / 8; ++i) r |= u[i];
+  return r != 0;
+}
+
+template <typename V>
+__attribute__((always_inline)) inline auto lane_sum(const V& v) {
+  auto s = v[0];
+  for (int i = 1; i < kLanes; ++i) s += v[i];
+  return s;
+}
+
+// α of one Gaussian at the 8 pixel centres (px, py), dx = mx − px: gsrender::pair_alpha's rule.
+// float runs it on vectors (exp_nonpositive, < 1e-7 relative error); float64 runs the shared
+// scalar formula lane by lane (it serves gradcheck).
+template <typename T>
+__attribute__((always_inline)) inline typename Lanes<T>::V lane_alpha(
+    T opacity, T a, T b, T c, const typename Lanes<T>::V& dx, T dy) {
+  typename Lanes<T>::V al;
+  for (int i = 0; i < kLanes; ++i) al[i] = pair_alpha<T>(opacity, gaussian_sigma<T>(a, b, c, dx[i], dy));
+  return al;
+}
+
+template <>
+__attribute__((always_inline)) inline Lanes<float>::V lane_alpha<float>(float opacity, float a,
+                                                                        float b, float c,
+                                                                        const f8& dx, float dy) {
+  const f8 sigma = 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
+  f8 al = opacity * exp_nonpositive(-sigma);
+  al = al < splat(float(kAlphaMax)) ? al : splat(float(kAlphaMax));
+  return (al >= splat(float(kAlphaMin))) & (sigma >= splat(0.0f)) ? al : splat(0.0f);
+}
+
+}  // namespace cpu
+}  // namespace gsrender
