@@ -3,7 +3,7 @@
 // support ellipse meets the tile (the exact test of gsrender/support_ellipse.h, not the box),
 // bucketed by the tile rows their support box covers, in list (depth) order.
 #pragma once
-#include <ATen/Parallel.h>
+#include "isa.h"
 
 #include <algorithm>
 #include <vector>
@@ -29,7 +29,7 @@ struct RowGaussian {
 template <typename T>
 std::vector<RowGaussian<T>> prepare_gaussians(const RasterArgs<T>& a) {
   std::vector<RowGaussian<T>> gs(a.C * a.N);
-  at::parallel_for(0, a.C * a.N, 2048, [&](int64_t begin, int64_t end) {
+  cpu::parallel_for(0, a.C * a.N, 2048, [&](int64_t begin, int64_t end) {
     for (int64_t id = begin; id < end; ++id) {
       RowGaussian<T>& g = gs[id];
       g.mx = a.means2d[2 * id], g.my = a.means2d[2 * id + 1];
