@@ -42,14 +42,17 @@ _OPTION_NAMES = ("width", "height", "sh_degree", "SH coefficients (colors.shape[
                  "gradients w.r.t. viewmats (requires_grad)")
 
 
-def _check_same_everywhere(opts: torch.Tensor, group) -> None:
-    """Every rank sees every rank's options, so a mismatch raises the same error on all ranks
-    (instead of a collective that never matches)."""
-    allopts = torch.cat(all_gather_rows(opts, group))  # [world, k]
+def _camera_counts(opts: torch.Tensor, n_cameras: int, group) -> list[int]:
+    """Every rank's camera count, gathered with its options; every rank sees every rank's
+    options, so a mismatch raises the same error on all ranks (not a collective that never
+    pairs up)."""
+    mine = torch.cat([opts, opts.new_tensor([[n_cameras]])], 1)
+    allopts = torch.cat(all_gather_rows(mine, group))  # [world, k + 1]
     for j, name in enumerate(_OPTION_NAMES):
         col = allopts[:, j].tolist()
         if any(c != col[0] for c in col):
             raise ValueError(f"distributed rasterize: {name} differs between ranks: {col}")
+    return [int(c) for c in allopts[:, -1].tolist()]
 
 
 def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
@@ -91,16 +94,14 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
                                  for t in (means, quats, scales, opacities, colors, features))
     grad_cams = grad_on and V.requires_grad
     dev = means.device
-    _check_same_everywhere(_options_vector(
+    counts = _camera_counts(_options_vector(
         width, height, sh_degree, colors, features, mode, tile_size, precision, float(near_plane),
         float(far_plane), float(eps2d), float(radius_clip), antialiased,
-        [float(w) for w in weight_params], grad_gauss, grad_cams, dev), group)
+        [float(w) for w in weight_params], grad_gauss, grad_cams, dev), V.shape[0], group)
 
     # 1. all cameras everywhere (differentiable in viewmats: the backward sums over ranks)
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     cams = torch.cat([V.reshape(-1, 16), K.reshape(-1, 9)], 1)  # [C_r, 25]
-    counts = [int(c) for c in torch.cat(all_gather_rows(
-        torch.tensor([[V.shape[0]]], device=dev), group))[:, 0]]
     allcams = all_gather_rows_autograd(cams, group) if grad_cams else \
         torch.cat(all_gather_rows(cams.detach(), group))
     V_all, K_all = allcams[:, :16].reshape(-1, 4, 4), allcams[:, 16:].reshape(-1, 3, 3)
