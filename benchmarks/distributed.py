@@ -89,8 +89,9 @@ def main() -> None:
         all_to_all_rows(back, recv, send)
 
     transport_s = _timed(transport, device, 5)
-    stats = torch.tensor([[step_s, fwd_bwd_s, transport_s, ex["bytes_sent"] + ex["rows_sent"] * ex["row_bytes_float"],
-                           ex["rows_sent"], tr.num_gaussians, vis.float().mean()]], dtype=torch.float64,
+    step_bytes = ex["bytes_sent"] + ex["rows_sent"] * ex["row_bytes_float"]  # + gradients back
+    stats = torch.tensor([[step_s, fwd_bwd_s, transport_s, step_bytes, ex["rows_sent"],
+                           tr.num_gaussians, float(vis.float().mean())]], dtype=torch.float64,
                          device=device)
     allstats = torch.cat(comm.all_gather_rows(stats))
     if rank == 0:

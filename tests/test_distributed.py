@@ -4,9 +4,11 @@ sets it up): the sharded render and its gradients equal one process's render of 
 rank that dies makes the other exit with a clear error instead of hanging."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +24,7 @@ from gsrender.io.ply import load_ply
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-import distributed_case as case  # noqa: E402
+import distributed_case as case
 
 WORLD = 2
 PEER_TIMEOUT_S = 30  # GSRENDER_DIST_TIMEOUT for the failure test
@@ -84,14 +86,14 @@ def test_sharded_render_and_gradients_match_one_process(sharded_render, mode, pr
         r = res[mode]
         for k in s["w"]:
             torch.testing.assert_close(r["out"][k], getattr(out, k).detach()[cams], rtol=1e-5,
-                                       atol=2e-5, msg=lambda m: f"rank {rank} {k}: {m}")
+                                       atol=2e-5, msg=lambda m, rank=rank, k=k: f"rank {rank} {k}: {m}")
         idx = s["shards"][rank]
         for k, t in leaves.items():
             want = t.grad[idx]
             # sums of per-pixel contributions in another order: tolerance relative to the scale
             torch.testing.assert_close(r["grads"][k], want, rtol=1e-4,
                                        atol=1e-5 * float(want.abs().max()),
-                                       msg=lambda m: f"rank {rank} grad {k}: {m}")
+                                       msg=lambda m, rank=rank, k=k: f"rank {rank} grad {k}: {m}")
         torch.testing.assert_close(r["viewmats"], vm.grad[cams], rtol=1e-4,
                                    atol=1e-5 * float(vm.grad.abs().max()))
     # the exchange is conserved: what the ranks sent is what they received
@@ -124,8 +126,21 @@ def test_two_rank_training_learns_like_one_process(tmp_path):
     assert r2["test"]["psnr"] > r1["test"]["psnr"] - 1.0
 
 
-def test_dead_rank_stops_the_others_with_a_clear_error(tmp_path):
-    logs = [open(tmp_path / f"rank{r}.err", "w") for r in range(WORLD)]
+@pytest.mark.parametrize("how", ["dies", "hangs"])
+def test_failed_rank_stops_the_other_with_a_clear_error(tmp_path, how):
+    """A rank killed mid-training (its sockets close) or frozen (SIGSTOP: only the collectives'
+    timeout can tell) makes rank 0 exit with rc 1 and a one-paragraph error, not hang."""
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(open(tmp_path / f"rank{r}.err", "w")) for r in range(WORLD)]
+        rc, elapsed = _kill_rank_1_mid_training(tmp_path, logs, how)
+    err = (tmp_path / "rank0.err").read_text()
+    assert rc == 1, err
+    assert "gsrender train: error: rank 0 stopped" in err and "another rank exited" in err, err
+    assert "Traceback" not in err, err
+    assert elapsed < PEER_TIMEOUT_S + 60
+
+
+def _kill_rank_1_mid_training(tmp_path, logs, how) -> tuple[int, float]:
     procs = _launch([sys.executable, "-m", "gsrender", "train", "--distributed", *TRAIN_ARGS[:-1],
                      "--steps", "100000", "--out", str(tmp_path / "run")], ROOT, stderr=logs,
                     GSRENDER_DIST_TIMEOUT=str(PEER_TIMEOUT_S))
@@ -136,7 +151,7 @@ def test_dead_rank_stops_the_others_with_a_clear_error(tmp_path):
             assert procs[0].poll() is None and time.monotonic() < deadline, \
                 (tmp_path / "rank0.err").read_text()
             time.sleep(0.5)
-        procs[1].kill()
+        procs[1].send_signal(signal.SIGKILL if how == "dies" else signal.SIGSTOP)
         t0 = time.monotonic()
         rc = procs[0].wait(timeout=PEER_TIMEOUT_S + 60)  # raises (fails the test) on a hang
         elapsed = time.monotonic() - t0
@@ -145,9 +160,4 @@ def test_dead_rank_stops_the_others_with_a_clear_error(tmp_path):
             if p.poll() is None:
                 p.kill()
             p.communicate()
-        for f in logs:
-            f.close()
-    err = (tmp_path / "rank0.err").read_text()
-    assert rc == 1, err
-    assert "rank 0: a collective with the other ranks failed" in err, err
-    assert elapsed < PEER_TIMEOUT_S + 60
+    return rc, elapsed

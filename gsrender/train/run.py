@@ -233,10 +233,14 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
     except (ValueError, TypeError, OSError) as e:  # bad folders, files or arguments
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
-    except dist.DistError as e:  # a peer rank died, failed or stopped answering
-        print(f"{prog}: error: rank {os.environ.get('RANK')}: a collective with the other ranks failed "
-              f"(one exited, failed or did not answer within {comm.timeout_seconds():.0f} s): "
-              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+    except RuntimeError as e:
+        if not args.distributed:
+            raise
+        # gloo reports a peer that died as a RuntimeError, NCCL and timeouts as DistError ones
+        print(f"{prog}: error: rank {os.environ.get('RANK')} stopped: {type(e).__name__}: "
+              f"{str(e).splitlines()[0] if str(e) else ''}\n(an error in a collective means that "
+              f"another rank exited, failed or did not answer within {comm.timeout_seconds():.0f} s:"
+              f" see its log)", file=sys.stderr)
         return 1
     if args.distributed:
         dist.destroy_process_group()
