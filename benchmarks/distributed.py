@@ -22,10 +22,12 @@ if __package__ in (None, ""):  # run as a script: import gsrender from this chec
 import torch
 import torch.distributed as dist
 
+from gsrender import rasterize
 from gsrender.distributed import comm
 from gsrender.distributed.exchange import all_to_all_rows, exchange_counts
 from gsrender.train import LearningRates, TrainConfig, load_colmap_dataset
 from gsrender.train.distributed import DistributedTrainer
+from gsrender.train.params import activated
 
 
 def _sync(device):
@@ -44,6 +46,22 @@ def _timed(fn, device, reps: int) -> float:
         _sync(device)
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
+
+
+def _kernel_ms(tr, view) -> dict:
+    """The stages of one single-process render of this rank's shard into one view (profile=True
+    timings, median of 3) and its backward: the per-kernel costs of the scaling model."""
+    means, quats, scales, opac, sh = activated(tr.params)
+    runs = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        out = rasterize(means, quats, scales, opac, sh, view.viewmat[None], view.K[None], view.width,
+                        view.height, sh_degree=3, profile=True)
+        t1 = time.perf_counter()
+        out.colors.sum().backward()
+        runs.append({**out.meta["timings_ms"], "forward_total": (t1 - t0) * 1e3,
+                     "backward_total": (time.perf_counter() - t1) * 1e3})
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
 def main() -> None:
@@ -95,6 +113,7 @@ def main() -> None:
                          device=device)
     allstats = torch.cat(comm.all_gather_rows(stats))
     if rank == 0:
+        kernels = _kernel_ms(tr, view)
         cols = allstats.T.tolist()
         print(json.dumps({
             "ranks": world, "device": str(device), "threads": torch.get_num_threads(),
@@ -103,7 +122,8 @@ def main() -> None:
             "transport_s_max": max(cols[2]),
             "bytes_per_step_per_rank": cols[3],  # forward rows + int32 rows + gradient rows back
             "rows_sent_per_rank": cols[4], "visible_fraction": cols[6],
-            "row_bytes": ex["row_bytes_float"] + 12}))
+            "row_bytes": ex["row_bytes_float"] + 12,
+            "one_process_kernels_ms_this_rank_shard": kernels}))
     dist.destroy_process_group()
 
 
