@@ -51,9 +51,9 @@ def _timed(fn, device, reps: int) -> float:
 def _kernel_ms(tr, view) -> dict:
     """The stages of one single-process render of this rank's shard into one view (profile=True
     timings, median of 3) and its backward: the per-kernel costs of the scaling model."""
-    means, quats, scales, opac, sh = activated(tr.params)
     runs = []
     for _ in range(3):
+        means, quats, scales, opac, sh = activated(tr.params)
         t0 = time.perf_counter()
         out = rasterize(means, quats, scales, opac, sh, view.viewmat[None], view.K[None], view.width,
                         view.height, sh_degree=3, profile=True)
