@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from gsrender.io.ply import save_ply
 from gsrender.train.data import Dataset, View, load_colmap_dataset, synthetic_dataset
@@ -62,6 +63,8 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    p.add_argument("--distributed", action="store_true",
+                   help="shard the Gaussians and views over torchrun's ranks (docs/distributed.md)")
     return p
 
 
@@ -84,14 +87,18 @@ def load_dataset(args, device: torch.device) -> Dataset:
 
 
 def make_trainer(args, data: Dataset, cfg: TrainConfig) -> Trainer:
+    if args.distributed:
+        from gsrender.train.distributed import DistributedTrainer as cls
+    else:
+        cls = Trainer
     if args.init_ply:
         from gsrender.io.ply import load_ply
 
-        return Trainer.from_model(load_ply(args.init_ply).to(data.train[0].image.device),
-                                  data.extent, cfg)
+        return cls.from_model(load_ply(args.init_ply).to(data.train[0].image.device),
+                              data.extent, cfg)
     if data.points is None:
         raise ValueError("the dataset has no SfM points: pass --init-ply")
-    return Trainer.from_points(*data.points, data.extent, cfg)
+    return cls.from_points(*data.points, data.extent, cfg)
 
 
 def snapshot(trainer: Trainer, view: View, path: Path) -> None:
@@ -100,6 +107,8 @@ def snapshot(trainer: Trainer, view: View, path: Path) -> None:
 
     with torch.no_grad():
         img = trainer.render([view]).colors[0].clamp(0, 1)  # [H, W, 3]
+    if not trainer.is_main:
+        return
     both = torch.cat([img, view.image], dim=1)
     path.parent.mkdir(parents=True, exist_ok=True)
     iio.imwrite(path, (both.cpu().numpy() * 255 + 0.5).astype(np.uint8))
@@ -128,18 +137,20 @@ def plot(history: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def train(args, data: Dataset, out: Path) -> dict:
-    """The loop with its side outputs; returns the report written to out/results.json."""
+def train(args, data: Dataset, out: Path) -> dict | None:
+    """The loop with its side outputs; returns the report written to out/results.json (None on
+    the ranks other than 0 under --distributed)."""
     from tqdm import tqdm
 
     cfg = _config(args)
     trainer = make_trainer(args, data, cfg)
-    n_init = trainer.num_gaussians
+    n_init = trainer.total_gaussians()
     # train: per-step PSNR (running mean); train_eval / test: all training / held-out views,
     # as (step, PSNR[, training seconds so far])
     history: dict = {"train": [], "train_eval": [], "test": []}
     ema, t_start, cpu_start = None, time.perf_counter(), time.process_time()
-    bar = tqdm(total=cfg.steps if cfg.steps else None, disable=args.no_progress, unit="step",
+    bar = tqdm(total=cfg.steps if cfg.steps else None, disable=args.no_progress or not trainer.is_main,
+               unit="step",
                dynamic_ncols=True)
     while not trainer.done():
         r = trainer.train_step(data.train)
@@ -163,13 +174,15 @@ def train(args, data: Dataset, out: Path) -> dict:
             history[key].append((trainer.step_count, res["psnr"], trainer.train_seconds))
     if data.test:
         snapshot(trainer, data.test[0], out / "snapshots" / f"step_{trainer.step_count:06d}.png")
-    save_ply(out / "point_cloud.ply", trainer.model())
+    model = trainer.model()  # gathers the shards under --distributed
+    if trainer.is_main:
+        save_ply(out / "point_cloud.ply", model)
     report = {
         "source": data.meta, "steps": trainer.step_count,
         "train_seconds": trainer.train_seconds, "wall_seconds": wall,
         "cpu_seconds": cpu,  # process CPU time of the whole loop: the load-independent cost
         "seconds_per_step": trainer.train_seconds / max(trainer.step_count, 1),
-        "gaussians_initial": n_init, "gaussians_final": trainer.num_gaussians,
+        "gaussians_initial": n_init, "gaussians_final": trainer.total_gaussians(),
         "train": res_train, "test": res_test,
         "image_size": [data.train[0].width, data.train[0].height],
         "views": {"train": [v.name for v in data.train], "test": [v.name for v in data.test]},
@@ -177,8 +190,11 @@ def train(args, data: Dataset, out: Path) -> dict:
         "densify_log": trainer.log, "history": history,
         "machine": {"device": str(trainer.device), "threads": torch.get_num_threads(),
                     "cpu": platform.processor() or platform.machine(),
-                    "load_avg_1m": _loadavg()},
+                    "load_avg_1m": _loadavg(),
+                    "ranks": dist.get_world_size() if args.distributed else 1},
     }
+    if not trainer.is_main:
+        return None
     (out / "results.json").write_text(json.dumps(report, indent=1, default=str))
     if args.plot:
         plot(history, out / "psnr.png")
@@ -207,11 +223,29 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
+        if args.distributed:
+            from gsrender.distributed import comm
+
+            device = comm.local_device(device.type)
+            comm.init(device)
         data = load_dataset(args, device)
         rep = train(args, data, out)
     except (ValueError, TypeError, OSError) as e:  # bad folders, files or arguments
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
+    except RuntimeError as e:
+        if not args.distributed:
+            raise
+        # gloo reports a peer that died as a RuntimeError, NCCL and timeouts as DistError ones
+        print(f"{prog}: error: rank {os.environ.get('RANK')} stopped: {type(e).__name__}: "
+              f"{str(e).splitlines()[0] if str(e) else ''}\n(an error in a collective means that "
+              f"another rank exited, failed or did not answer within {comm.timeout_seconds():.0f} s:"
+              f" see its log)", file=sys.stderr)
+        return 1
+    if args.distributed:
+        dist.destroy_process_group()
+        if rep is None:
+            return 0
     print(f"{rep['steps']} steps in {rep['train_seconds']:.0f} s ({rep['seconds_per_step']:.3f} s/step), "
           f"{rep['gaussians_initial']} -> {rep['gaussians_final']} Gaussians")
     print(f"train    PSNR {rep['train']['psnr']:.2f} dB  SSIM {rep['train']['ssim']:.4f}  "

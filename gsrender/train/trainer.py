@@ -81,7 +81,16 @@ class Trainer:
 
     @property
     def num_gaussians(self) -> int:
+        """This process's Gaussians (a shard under DistributedTrainer)."""
         return int(self.params["means"].shape[0])
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes the outputs (rank 0 under DistributedTrainer)."""
+        return True
+
+    def total_gaussians(self) -> int:
+        return self.num_gaussians
 
     def progress(self) -> float:
         p = 0.0
@@ -142,7 +151,7 @@ class Trainer:
         img = out.colors  # [1, H, W, 3]
         loss = self.loss(img, view.image[None])
         self.opt.zero_grad(set_to_none=True)
-        loss.backward()
+        self._backward(loss)
         densifying = prog < cfg.densify_until
         if densifying and means2d.grad is not None:
             self.stats.update(means2d.grad, out.meta["radii"], view.width, view.height)
@@ -152,6 +161,9 @@ class Trainer:
         self.train_seconds += time.perf_counter() - t0
         return {"loss": float(loss.detach()), "psnr": metrics.psnr(img.detach().clamp(0, 1), view.image[None]),
                 "n": self.num_gaussians, "densify": event}
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
 
     def _densify_if_due(self, densifying: bool) -> dict | None:
         cfg, event, step = self.cfg, None, self.step_count

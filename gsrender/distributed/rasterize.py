@@ -1,0 +1,174 @@
+"""Rendering with the Gaussians and the cameras sharded over torch.distributed ranks.
+
+Each rank holds a shard of the Gaussians and its own cameras. The cameras are all-gathered (a few
+floats each); every rank projects its own Gaussians into every camera and evaluates their colours
+there; an all-to-all then sends, for each camera, the projected Gaussians visible in it (means2d,
+conics, opacities, depths, colours, features, radii) to the rank that owns the camera, which bins
+and rasterizes them. The exchange is differentiable (exchange.py): the backward routes each
+Gaussian's screen-space gradients to its owner, which back-propagates through projection and SH.
+The images and gradients are those of a single-process render of the union of the shards.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from gsrender import ops
+from gsrender import render as R
+from gsrender.distributed.comm import all_gather_rows, all_gather_rows_autograd
+from gsrender.distributed.exchange import all_to_all_rows, all_to_all_rows_autograd, exchange_counts
+
+# Row layout of an exchanged projected Gaussian: means2d (2), conic (3), opacity (1), depth (1),
+# RGB (3), then the D features. Radii and the camera index travel as a separate int32 row.
+_M2D, _CON, _OPA, _DEP, _RGB, _FEAT = slice(0, 2), slice(2, 5), 5, 6, slice(7, 10), 10
+
+
+def _options_vector(width, height, sh_degree, colors, features, mode, tile_size, precision,
+                    near_plane, far_plane, eps2d, radius_clip, antialiased, weight_params,
+                    grad_gauss, grad_cams, device):
+    k = colors.shape[1] if sh_degree is not None else 0
+    v = [width, height, -1 if sh_degree is None else sh_degree, k,
+         0 if features is None else features.shape[-1], R.MODES.index(mode), tile_size,
+         R.PRECISIONS.index(precision), near_plane, far_plane, eps2d, radius_clip,
+         float(antialiased), *weight_params, float(grad_gauss), float(grad_cams)]
+    return torch.tensor([v], dtype=torch.float64, device=device)
+
+
+_OPTION_NAMES = ("width", "height", "sh_degree", "SH coefficients (colors.shape[1])",
+                 "feature channels D", "mode", "tile_size", "precision", "near_plane",
+                 "far_plane", "eps2d", "radius_clip", "antialiased", "weight_params[0]",
+                 "weight_params[1]", "weight_params[2]",
+                 "gradients w.r.t. the Gaussians (grad mode and requires_grad)",
+                 "gradients w.r.t. viewmats (requires_grad)")
+
+
+def _camera_counts(opts: torch.Tensor, n_cameras: int, group) -> list[int]:
+    """Every rank's camera count, gathered with its options; every rank sees every rank's
+    options, so a mismatch raises the same error on all ranks (not a collective that never
+    pairs up)."""
+    mine = torch.cat([opts, opts.new_tensor([[n_cameras]])], 1)
+    allopts = torch.cat(all_gather_rows(mine, group))  # [world, k + 1]
+    for j, name in enumerate(_OPTION_NAMES):
+        col = allopts[:, j].tolist()
+        if any(c != col[0] for c in col):
+            raise ValueError(f"distributed rasterize: {name} differs between ranks: {col}")
+    return [int(c) for c in allopts[:, -1].tolist()]
+
+
+def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
+              sh_degree: int | None = None, features=None, backgrounds=None, mode: str = "sorted",
+              near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
+              antialiased: bool = False, tile_size: int = 16, precision: str = "auto",
+              radius_clip: float = 0.0, weight_params=R.DEFAULT_WEIGHT_PARAMS,
+              deterministic: bool | None = None, group=None) -> R.RenderOutput:
+    """gsrender.rasterize over a process group: means..colors, features are this rank's shard
+    of the Gaussians ([N_r, ...]; colors [N_r,3] or SH [N_r,K,3], no per-camera colours);
+    viewmats [C_r,4,4], Ks [C_r,3,3], backgrounds ([C_r,3] or [3]) this rank's cameras
+    (C_r >= 1). Returns this rank's images [C_r,H,W,...]. Every rank of `group` must call it
+    with the same options, and, when gradients are recorded, run the backward (of a loss that
+    uses its images) once per call: the backward's collectives pair up across ranks.
+
+    meta: "means2d", "radii", "depths", "conics", "opacities" are this rank's Gaussians projected
+    into all cameras of all ranks ([C_total, N_r, ...], camera order = rank order), e.g. for
+    densification statistics; "camera_offset" is the index of this rank's first camera there;
+    "tile_offsets", "flatten_ids" index the gathered [C_r, M] layout that was rasterized;
+    "exchange" counts the rows and bytes this rank sent and received in the forward (the
+    backward sends as many back, without the int32 rows).
+    """
+    V, K = viewmats, Ks
+    R._check_inputs(means, quats, scales, opacities, colors, V, K, width, height, sh_degree,
+                    features, backgrounds)
+    if sh_degree is None and colors.dim() == 3:
+        raise ValueError("colors: per-camera colours [C,N,3] are not supported by the distributed "
+                         "renderer (the cameras live on other ranks); pass [N,3] or SH")
+    if features is not None and features.dim() == 3:
+        raise ValueError("features: per-camera features [C,N,D] are not supported by the "
+                         "distributed renderer; pass [N,D]")
+    R.V.choice(mode, "mode", R.MODES)
+    R.V.choice(precision, "precision", R.PRECISIONS)
+    R.V.positive_int(tile_size, "tile_size", 256)
+    if deterministic is None:
+        deterministic = torch.are_deterministic_algorithms_enabled()
+    grad_on = torch.is_grad_enabled()
+    grad_gauss = grad_on and any(t is not None and t.requires_grad
+                                 for t in (means, quats, scales, opacities, colors, features))
+    grad_cams = grad_on and V.requires_grad
+    dev = means.device
+    counts = _camera_counts(_options_vector(
+        width, height, sh_degree, colors, features, mode, tile_size, precision, float(near_plane),
+        float(far_plane), float(eps2d), float(radius_clip), antialiased,
+        [float(w) for w in weight_params], grad_gauss, grad_cams, dev), V.shape[0], group)
+
+    # 1. all cameras everywhere (differentiable in viewmats: the backward sums over ranks)
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    cams = torch.cat([V.reshape(-1, 16), K.reshape(-1, 9)], 1)  # [C_r, 25]
+    allcams = all_gather_rows_autograd(cams, group) if grad_cams else \
+        torch.cat(all_gather_rows(cams.detach(), group))
+    V_all, K_all = allcams[:, :16].reshape(-1, 4, 4), allcams[:, 16:].reshape(-1, 3, 3)
+    offsets = [sum(counts[:d]) for d in range(world)]
+    C_all, N = V_all.shape[0], means.shape[0]
+
+    # 2. project this rank's Gaussians into every camera and colour them there (the owner's work)
+    radii, means2d, depths, conics, opac2d = ops.project(
+        means.contiguous(), quats.contiguous(), scales.contiguous(), opacities.contiguous(),
+        V_all.contiguous(), K_all.contiguous(), width, height, float(eps2d), float(near_plane),
+        float(far_plane), float(radius_clip), bool(antialiased))
+    if sh_degree is not None:
+        campos = -torch.einsum("cji,cj->ci", V_all[:, :3, :3], V_all[:, :3, 3])  # [C_all, 3]
+        dirs = means[None, :, :] - campos[:, None, :]
+        rgb = torch.clamp_min(ops.sh(sh_degree, dirs.contiguous(), colors.contiguous()) + 0.5, 0.0)
+    else:
+        rgb = colors.expand(C_all, N, 3)
+    parts = [means2d, conics, opac2d[..., None], depths[..., None], rgb]
+    if features is not None:
+        parts.append(features.expand(C_all, N, features.shape[-1]))
+    payload = torch.cat(parts, -1)  # [C_all, N, 10 + D]
+
+    # 3. each camera's visible Gaussians to the camera's rank (rows ordered by camera = by rank)
+    cam_idx, g_idx = ((radii > 0).any(-1)).nonzero(as_tuple=True)  # bin_tiles' visibility test
+    owner = torch.bucketize(cam_idx, torch.tensor(offsets[1:], device=dev), right=True)
+    send_counts = torch.bincount(owner, minlength=world).tolist()
+    local_cam = cam_idx - torch.tensor(offsets, device=dev)[owner]
+    ints = torch.cat([local_cam[:, None].to(torch.int32), radii[cam_idx, g_idx]], 1)  # [E, 3]
+    recv_counts = exchange_counts(send_counts, dev, group)
+    rows = all_to_all_rows_autograd(payload[cam_idx, g_idx], send_counts, recv_counts, group)
+    rints = all_to_all_rows(ints, send_counts, recv_counts, group)
+
+    # 4. this rank's cameras: received rows into a dense [C_r, M] layout (padding: radii 0, culled)
+    C = counts[rank]
+    cam = rints[:, 0].long()
+    per_cam = torch.bincount(cam, minlength=C)
+    M = max(int(per_cam.max()) if cam.numel() else 0, 1)
+    order = torch.argsort(cam, stable=True)
+    start = torch.cumsum(per_cam, 0) - per_cam
+    slot = cam[order] * M + torch.arange(cam.numel(), device=dev) - start[cam[order]]
+    dense = rows.new_zeros(C * M, rows.shape[1]).index_copy(0, slot, rows[order]).view(C, M, -1)
+    d_radii = rints.new_zeros(C * M, 2).index_copy(0, slot, rints[order, 1:]).view(C, M, 2)
+    d_m2d, d_dep = dense[..., _M2D], dense[..., _DEP]
+    chans = [dense[..., _RGB], dense[..., _DEP:_DEP + 1]]
+    if features is not None:
+        chans.append(dense[..., _FEAT:])
+    chans = torch.cat(chans, -1).contiguous()  # [C, M, 4 + D]
+    bg = None
+    if backgrounds is not None:
+        bg3 = backgrounds.expand(C, 3) if backgrounds.dim() == 1 else backgrounds
+        bg = torch.cat([bg3, bg3.new_zeros(C, chans.shape[-1] - 3)], -1).contiguous()
+    tile_offsets, flatten_ids = ops.bin_tiles(d_m2d.detach().contiguous(), d_radii.contiguous(),
+                                              d_dep.detach().contiguous(), width, height,
+                                              tile_size, mode == "sorted")
+    render, alphas, _, _, stats = ops.rasterize(
+        d_m2d.contiguous(), dense[..., _CON].contiguous(), dense[..., _OPA].contiguous(), chans,
+        d_dep.contiguous(), bg, tile_offsets, flatten_ids, width, height, tile_size,
+        ops.SORTED if mode == "sorted" else ops.WEIGHTED, [float(w) for w in weight_params],
+        R._impl_for(precision, mode, dev), bool(deterministic))
+
+    fbytes, ibytes = payload.element_size() * payload.shape[-1], ints.element_size() * 3
+    meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
+            "opacities": opac2d, "camera_offset": offsets[rank], "tile_offsets": tile_offsets,
+            "flatten_ids": flatten_ids, "n_intersections": flatten_ids.shape[0], "stats": stats,
+            "exchange": {"rows_sent": int(cam_idx.numel()), "rows_received": int(cam.numel()),
+                         "bytes_sent": int(cam_idx.numel()) * (fbytes + ibytes),
+                         "bytes_received": int(cam.numel()) * (fbytes + ibytes),
+                         "row_bytes_float": fbytes}}
+    return R.RenderOutput(colors=render[..., :3], depths=render[..., 3:4], alphas=alphas,
+                          features=render[..., 4:] if features is not None else None, meta=meta)

@@ -1,0 +1,94 @@
+"""The trainer over torch.distributed ranks (`torchrun ... -m gsrender train --distributed`).
+
+Every rank holds a round-robin shard of the Gaussians with its own Adam state and densification
+statistics, and trains on its own share of the training views (views[rank::world]): a step
+renders one view per rank with gsrender.distributed.rasterize, so one optimiser step sees `world`
+views and each rank's loss is divided by `world` (the gradient is the mean over the step's
+views, as a batch of `world` views on one process). Densification and pruning run per shard with
+max_gaussians split evenly; the checkpoint is one PLY of all shards gathered by rank 0.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+import torch.distributed as dist
+
+from gsrender import distributed as D
+from gsrender import metrics
+from gsrender.render import RenderOutput
+from gsrender.scene import GaussianModel
+from gsrender.train.data import View
+from gsrender.train.params import NAMES, activated, to_model
+from gsrender.train.trainer import TrainConfig, Trainer
+
+
+class DistributedTrainer(Trainer):
+    def __init__(self, params: dict[str, torch.Tensor], extent: float, cfg: TrainConfig, group=None):
+        self.group = group
+        self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
+        shard = {k: params[k][self.rank::self.world].clone() for k in NAMES}
+        share = max(cfg.densify.max_gaussians // self.world, 1)
+        super().__init__(shard, extent, replace(cfg, densify=replace(cfg.densify, max_gaussians=share)))
+        # backgrounds and split noise differ per rank; rank 0 draws what a single process draws
+        self.gen = torch.Generator(self.device).manual_seed(cfg.seed + self.rank)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def total_gaussians(self) -> int:
+        n = torch.tensor([self.num_gaussians], device=self.device)
+        dist.all_reduce(n, group=self.group)
+        return int(n)
+
+    def model(self) -> GaussianModel:
+        """All shards as one model, on every rank (collective)."""
+        gathered = {k: torch.cat(D.all_gather_rows(self.params[k].detach(), self.group)) for k in NAMES}
+        return to_model(gathered)
+
+    def render(self, views: list[View], background: torch.Tensor | None = None,
+               sh_degree: int | None = None) -> RenderOutput:
+        """Renders this rank's views (collective: every rank renders at least one view)."""
+        means, quats, scales, opac, sh = activated(self.params)
+        deg = self.active_sh_degree() if sh_degree is None else sh_degree
+        bg = self._background(train=False) if background is None else background
+        return D.rasterize(means, quats, scales, opac, sh, torch.stack([v.viewmat for v in views]),
+                           torch.stack([v.K for v in views]), views[0].width, views[0].height,
+                           sh_degree=deg, backgrounds=bg, group=self.group)
+
+    def _next_view(self, views: list[View]) -> View:
+        if len(views) < self.world:
+            raise ValueError(f"--distributed: {len(views)} training views for {self.world} ranks; "
+                             f"every rank needs at least one")
+        return super()._next_view(views[self.rank::self.world])
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        (loss / self.world).backward()
+
+    def train_step(self, views: list[View]) -> dict:
+        r = super().train_step(views)
+        # the time budget and the schedules read train_seconds: keep every rank on the slowest's
+        t = torch.tensor([self.train_seconds], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group)
+        self.train_seconds = float(t)
+        return r
+
+    @torch.no_grad()
+    def evaluate(self, views: list[View]) -> dict:
+        """Mean PSNR / SSIM over views (the same list on every rank), `world` views at a time;
+        in a last, partial round the ranks without a view render the round's first one unused."""
+        if not views:
+            return {"psnr": None, "ssim": None, "views": 0}
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+        for i in range(0, len(views), self.world):
+            mine = i + self.rank < len(views)
+            v = views[i + self.rank] if mine else views[i]
+            img = self.render([v]).colors.clamp(0, 1)
+            if mine:
+                sums += torch.tensor([metrics.psnr(img, v.image[None]),
+                                      float(metrics.ssim(img, v.image[None]))], dtype=sums.dtype,
+                                     device=sums.device)
+        dist.all_reduce(sums, group=self.group)
+        return {"psnr": float(sums[0]) / len(views), "ssim": float(sums[1]) / len(views),
+                "views": len(views)}

@@ -1,0 +1,163 @@
+"""gsrender.distributed on 2 CPU processes (gloo over loopback, env:// rendezvous as torchrun
+sets it up): the sharded render and its gradients equal one process's render of all Gaussians,
+`gsrender train --distributed` learns like the single-process trainer and gathers one PLY, and a
+rank that dies makes the other exit with a clear error instead of hanging."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import gsrender
+from gsrender.io.ply import load_ply
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import distributed_case as case
+
+WORLD = 2
+PEER_TIMEOUT_S = 30  # GSRENDER_DIST_TIMEOUT for the failure test
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_env(rank: int, port: int, **extra) -> dict:
+    env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra)
+    return env
+
+
+def _launch(argv: list[str], cwd: Path, stderr=None, **extra) -> list[subprocess.Popen]:
+    """WORLD processes of argv with torchrun's environment; stderr: per-rank files (else pipes)."""
+    port = _free_port()
+    return [subprocess.Popen(argv, cwd=cwd, env=_rank_env(r, port, **extra),
+                             stdout=subprocess.PIPE, text=True,
+                             stderr=subprocess.PIPE if stderr is None else stderr[r])
+            for r in range(WORLD)]
+
+
+def _wait(procs, timeout: float) -> list[tuple[int, str, str]]:
+    try:
+        res = [(p.wait(timeout=timeout), *p.communicate()) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for rc, out, err in res:
+        assert rc == 0, f"a rank failed (rc {rc}):\n{out}\n{err}"
+    return res
+
+
+@pytest.fixture(scope="module")
+def sharded_render(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist_render")
+    _wait(_launch([sys.executable, str(HERE / "distributed_case.py"), str(out)], ROOT), 300)
+    return [torch.load(out / f"rank{r}.pt") for r in range(WORLD)]
+
+
+@pytest.mark.parametrize("mode,precision", case.MODES)
+def test_sharded_render_and_gradients_match_one_process(sharded_render, mode, precision):
+    s = case.scene()
+    leaves = {k: s[k].clone().requires_grad_(True) for k in case.LEAVES}
+    vm = s["viewmats"].clone().requires_grad_(True)
+    out = gsrender.rasterize(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
+                             leaves["sh"], vm, s["Ks"], case.W, case.H, sh_degree=case.SH_DEGREE,
+                             features=leaves["features"], backgrounds=s["backgrounds"], mode=mode,
+                             precision=precision)
+    case.loss(out, s["w"], slice(None)).backward()
+    assert out.meta["n_intersections"] > 1000  # the cameras see the scene
+    for rank, (res, cams) in enumerate(zip(sharded_render, case.CAMERAS_OF_RANK)):
+        r = res[mode]
+        for k in s["w"]:
+            torch.testing.assert_close(r["out"][k], getattr(out, k).detach()[cams], rtol=1e-5,
+                                       atol=2e-5, msg=lambda m, rank=rank, k=k: f"rank {rank} {k}: {m}")
+        idx = s["shards"][rank]
+        for k, t in leaves.items():
+            want = t.grad[idx]
+            # sums of per-pixel contributions in another order: tolerance relative to the scale
+            torch.testing.assert_close(r["grads"][k], want, rtol=1e-4,
+                                       atol=1e-5 * float(want.abs().max()),
+                                       msg=lambda m, rank=rank, k=k: f"rank {rank} grad {k}: {m}")
+        torch.testing.assert_close(r["viewmats"], vm.grad[cams], rtol=1e-4,
+                                   atol=1e-5 * float(vm.grad.abs().max()))
+    # the exchange is conserved: what the ranks sent is what they received
+    ex = [res[mode]["exchange"] for res in sharded_render]
+    assert sum(e["rows_sent"] for e in ex) == sum(e["rows_received"] for e in ex) > 0
+
+
+TRAIN_ARGS = ["--synthetic", "--synthetic-gaussians", "800", "--synthetic-views", "9", "--width",
+              "48", "--height", "36", "--eval-every", "10", "--snapshot-every", "0",
+              "--sh-degree", "1", "--densify-every", "10", "--no-progress"]
+
+
+def test_two_rank_training_learns_like_one_process(tmp_path):
+    from gsrender.train.run import main as train_main
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert train_main([*TRAIN_ARGS, "--steps", "40", "--out", str(one)]) == 0
+    _wait(_launch([sys.executable, "-m", "gsrender", "train", "--distributed", *TRAIN_ARGS,
+                   "--steps", "40", "--out", str(two)], ROOT), 600)
+    r1, r2 = (json.loads((d / "results.json").read_text()) for d in (one, two))
+    assert r2["machine"]["ranks"] == 2 and r2["steps"] == 40
+    # the checkpoint is one PLY of both shards
+    assert load_ply(two / "point_cloud.ply").num_gaussians == r2["gaussians_final"]
+    assert r2["gaussians_initial"] == r1["gaussians_initial"]
+    for r in (r1, r2):
+        first, last = r["history"]["train_eval"][0][1], r["history"]["train_eval"][-1][1]
+        assert last > first + 1.0, r["history"]["train_eval"]  # the loss goes down
+    # two views a step (one a rank) learn at least as fast as one view a step
+    assert r2["train"]["psnr"] > r1["train"]["psnr"] - 1.0
+    assert r2["test"]["psnr"] > r1["test"]["psnr"] - 1.0
+
+
+@pytest.mark.parametrize("how", ["dies", "hangs"])
+def test_failed_rank_stops_the_other_with_a_clear_error(tmp_path, how):
+    """A rank killed mid-training (its sockets close) or frozen (SIGSTOP: only the collectives'
+    timeout can tell) makes rank 0 exit with rc 1 and a one-paragraph error, not hang."""
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(open(tmp_path / f"rank{r}.err", "w")) for r in range(WORLD)]
+        rc, elapsed = _kill_rank_1_mid_training(tmp_path, logs, how)
+    err = (tmp_path / "rank0.err").read_text()
+    assert rc == 1, err
+    assert "gsrender train: error: rank 0 stopped" in err and "another rank exited" in err, err
+    assert "Traceback" not in err, err
+    assert elapsed < PEER_TIMEOUT_S + 60
+
+
+def _kill_rank_1_mid_training(tmp_path, logs, how) -> tuple[int, float]:
+    procs = _launch([sys.executable, "-m", "gsrender", "train", "--distributed", *TRAIN_ARGS[:-1],
+                     "--steps", "100000", "--out", str(tmp_path / "run")], ROOT, stderr=logs,
+                    GSRENDER_DIST_TIMEOUT=str(PEER_TIMEOUT_S))
+    try:
+        deadline = time.monotonic() + 300
+        # rank 0's progress bar shows training steps: the ranks are past the rendezvous
+        while not re.search(r"\b[1-9]\d*/100000", (tmp_path / "rank0.err").read_text()):
+            assert procs[0].poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "rank0.err").read_text()
+            time.sleep(0.5)
+        procs[1].send_signal(signal.SIGKILL if how == "dies" else signal.SIGSTOP)
+        t0 = time.monotonic()
+        rc = procs[0].wait(timeout=PEER_TIMEOUT_S + 60)  # raises (fails the test) on a hang
+        elapsed = time.monotonic() - t0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    return rc, elapsed
