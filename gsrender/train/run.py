@@ -62,6 +62,10 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    p.add_argument("--view", action="store_true",
+                   help="watch training live in the browser viewer (needs viser; stays up after)")
+    p.add_argument("--view-host", default="127.0.0.1", help="viewer address (default loopback)")
+    p.add_argument("--view-port", type=int, default=8080, help="viewer port (default 8080)")
     return p
 
 
@@ -128,8 +132,9 @@ def plot(history: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def train(args, data: Dataset, out: Path) -> dict:
-    """The loop with its side outputs; returns the report written to out/results.json."""
+def train(args, data: Dataset, out: Path, on_step=None) -> dict:
+    """The loop with its side outputs; returns the report written to out/results.json.
+    on_step(trainer, step_result), when given, runs after every step (the live viewer)."""
     from tqdm import tqdm
 
     cfg = _config(args)
@@ -153,6 +158,8 @@ def train(args, data: Dataset, out: Path) -> dict:
                 history["test"].append((s, trainer.evaluate(data.test)["psnr"]))
         if data.test and args.snapshot_every and s % args.snapshot_every == 0:
             snapshot(trainer, data.test[0], out / "snapshots" / f"step_{s:06d}.png")
+        if on_step is not None:
+            on_step(trainer, r)
         bar.update(1)
         bar.set_postfix(loss=f"{r['loss']:.4f}", psnr=f"{ema:.2f}", N=r["n"], refresh=False)
     bar.close()
@@ -208,7 +215,12 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         data = load_dataset(args, device)
-        rep = train(args, data, out)
+        view = None
+        if args.view:
+            from gsrender.viewer.training import TrainingView
+
+            view = TrainingView(data.train, host=args.view_host, port=args.view_port)
+        rep = train(args, data, out, on_step=view)
     except (ValueError, TypeError, OSError) as e:  # bad folders, files or arguments
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
@@ -220,4 +232,6 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
         print(f"held-out PSNR {rep['test']['psnr']:.2f} dB  SSIM {rep['test']['ssim']:.4f}  "
               f"({rep['test']['views']} views)")
     print(f"wrote {out / 'results.json'}, {out / 'point_cloud.ply'}")
+    if view is not None:
+        view.wait()
     return 0

@@ -1,0 +1,67 @@
+"""The viewer in a real browser: headless Chromium (Debian's chromium + chromium-driver, driven by
+selenium) opens `gsrender view`'s page for the bundled plant capture, the test moves the camera
+to an orbit view, waits for the full-resolution frame, and checks the canvas shows the scene:
+not blank, and the same picture as an offline render of that camera. Skips without a browser
+(`make test` installs one when it runs as root)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from gsrender import viz
+from gsrender.cli import load_model, orbit_cameras, render_view
+from gsrender.turntable import plant_path
+from gsrender.viewer.browser import find_chromium
+
+pytest.importorskip("viser")
+pytestmark = [
+    pytest.mark.skipif(find_chromium() is None, reason="no headless Chromium (chromium, chromedriver, "
+                       "selenium); `make test` installs them as root"),
+    pytest.mark.skipif(not plant_path().is_file(), reason="data/plant/plant.splat is missing"),
+]
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float(10 * np.log10(255.0 ** 2 / max(mse, 1e-12)))
+
+
+def test_viewer_page_shows_the_plant_like_an_offline_render(tmp_path):
+    from gsrender.viewer.app import Viewer
+    from gsrender.viewer.browser import Browser, free_port, open_page
+
+    model = load_model(plant_path())
+    viewer = Viewer(model, port=free_port(), up="-y")
+    browser = Browser(640, 520)
+    try:
+        w, h = open_page(browser, viewer)
+        assert 100 < w <= 1024 and 100 < h <= 1024  # within max_side: the full frame is canvas-sized
+        cam = orbit_cameras(model.means, 8, w, h, 50.0, "-y", 20.0)[1]
+        viewer.set_camera(cam)
+        shown = viewer.wait_frame(timeout=120, like=cam)
+        assert (shown.camera.width, shown.camera.height) == (w, h)
+        time.sleep(1.5)  # the browser decodes and draws the frame
+        page = browser.text()
+        assert "113,648 Gaussians" in page and "FPS" in page  # the stats line on screen
+        shot = browser.canvas()
+        viz.save_image(tmp_path / "canvas.png", shot)
+    finally:
+        browser.close()
+        viewer.close()
+    assert shot.shape[:2] == (h, w)
+    # plausible: a picture, with the plant (not the black background) over a good part of it
+    assert shot.std() > 20 and (shot.max(-1) > 40).mean() > 0.05
+    with torch.no_grad():
+        offline = viz.to_uint8(render_view(model, cam, torch.device("cpu"), features=False).colors[0])
+    # the same view: JPEG (quality 90) and the browser's texture sampling cost a few dB at most
+    psnr = _psnr(shot, offline)
+    corr = np.corrcoef(shot.reshape(-1).astype(np.float64), offline.reshape(-1).astype(np.float64))[0, 1]
+    assert psnr > 25.0 and corr > 0.97, (psnr, corr)
+    # and not just any plant picture: another orbit view matches far worse
+    other = orbit_cameras(model.means, 8, w, h, 50.0, "-y", 20.0)[3]
+    with torch.no_grad():
+        wrong = viz.to_uint8(render_view(model, other, torch.device("cpu"), features=False).colors[0])
+    assert _psnr(shot, wrong) < psnr - 6.0
