@@ -118,8 +118,8 @@ class Viewer:
         for i, cam in enumerate(cameras):
             wxyz, pos, fov_y, aspect = viser_pose(cam)
             h = self.server.scene.add_camera_frustum(
-                f"/cameras/{i:04d}", fov=fov_y, aspect=aspect, scale=scale, thickness=0.1 * scale,
-                color=(230, 120, 20), wxyz=wxyz, position=pos)
+                f"/cameras/{i:04d}", fov=fov_y, aspect=aspect, scale=scale, thickness=2.0,
+                thickness_units="screen", color=(230, 120, 20), wxyz=wxyz, position=pos)
             h.on_click(lambda ev, w=wxyz, p=pos: self._jump(ev.client, w, p))
             handles.append(h)
 
