@@ -39,29 +39,37 @@ def test_viewer_page_shows_the_plant_like_an_offline_render(tmp_path):
     try:
         w, h = open_page(browser, viewer)
         assert 100 < w <= 1024 and 100 < h <= 1024  # within max_side: the full frame is canvas-sized
-        cam = orbit_cameras(model.means, 8, w, h, 50.0, "-y", 20.0)[1]
+        cams = orbit_cameras(model.means, 8, w, h, 50.0, "-y", 20.0)
+        cam, other = cams[1], cams[3]
+        with torch.no_grad():
+            offline, wrong = (viz.to_uint8(render_view(model, c, torch.device("cpu"), features=False).colors[0])
+                              for c in (cam, other))
         viewer.set_camera(cam)
         shown = viewer.wait_frame(timeout=120, like=cam)
         assert (shown.camera.width, shown.camera.height) == (w, h)
-        time.sleep(1.5)  # the browser decodes and draws the frame
+        # the browser (software WebGL on a busy CPU) draws the frame some time after it arrives:
+        # poll the canvas until it shows it, or give up
+        end, psnr = time.monotonic() + 45.0, -1.0
+        while time.monotonic() < end:
+            shot = browser.canvas()
+            if shot.shape[:2] == (h, w) and (psnr := _psnr(shot, offline)) > PSNR_BAR:
+                break
+            time.sleep(0.5)
         page = browser.text()
-        assert "113,648 Gaussians" in page and "FPS" in page  # the stats line on screen
-        shot = browser.canvas()
         viz.save_image(tmp_path / "canvas.png", shot)
     finally:
         browser.close()
         viewer.close()
+    assert "113,648 Gaussians" in page and "FPS" in page  # the stats line on screen
     assert shot.shape[:2] == (h, w)
     # plausible: a picture, with the plant (not the black background) over a good part of it
     assert shot.std() > 20 and (shot.max(-1) > 40).mean() > 0.05
-    with torch.no_grad():
-        offline = viz.to_uint8(render_view(model, cam, torch.device("cpu"), features=False).colors[0])
-    # the same view: JPEG (quality 90) and the browser's texture sampling cost a few dB at most
-    psnr = _psnr(shot, offline)
+    # the same view as the offline render: JPEG (quality 90) and the browser's texture sampling
+    # cost little (43.5 dB, correlation 0.9996 measured here) ...
     corr = np.corrcoef(shot.reshape(-1).astype(np.float64), offline.reshape(-1).astype(np.float64))[0, 1]
-    assert psnr > 25.0 and corr > 0.97, (psnr, corr)
-    # and not just any plant picture: another orbit view matches far worse
-    other = orbit_cameras(model.means, 8, w, h, 50.0, "-y", 20.0)[3]
-    with torch.no_grad():
-        wrong = viz.to_uint8(render_view(model, other, torch.device("cpu"), features=False).colors[0])
-    assert _psnr(shot, wrong) < psnr - 6.0
+    assert psnr > PSNR_BAR and corr > 0.99, (psnr, corr)
+    # ... and not just any plant picture: another orbit view matches far worse (~16 dB)
+    assert _psnr(shot, wrong) < psnr - 10.0
+
+
+PSNR_BAR = 30.0
