@@ -5,8 +5,6 @@ not blank, and the same picture as an offline render of that camera. Skips witho
 (`make test` installs one when it runs as root)."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -15,6 +13,7 @@ from gsrender import viz
 from gsrender.cli import load_model, orbit_cameras, render_view
 from gsrender.turntable import plant_path
 from gsrender.viewer.browser import find_chromium
+from gsrender.viewer.browser import psnr as _psnr
 
 pytest.importorskip("viser")
 pytestmark = [
@@ -24,14 +23,9 @@ pytestmark = [
 ]
 
 
-def _psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    return float(10 * np.log10(255.0 ** 2 / max(mse, 1e-12)))
-
-
 def test_viewer_page_shows_the_plant_like_an_offline_render(tmp_path):
     from gsrender.viewer.app import Viewer
-    from gsrender.viewer.browser import Browser, free_port, open_page
+    from gsrender.viewer.browser import Browser, drawn_canvas, free_port, open_page
 
     model = load_model(plant_path())
     viewer = Viewer(model, port=free_port(), up="-y")
@@ -47,14 +41,7 @@ def test_viewer_page_shows_the_plant_like_an_offline_render(tmp_path):
         viewer.set_camera(cam)
         shown = viewer.wait_frame(timeout=120, like=cam)
         assert (shown.camera.width, shown.camera.height) == (w, h)
-        # the browser (software WebGL on a busy CPU) draws the frame some time after it arrives:
-        # poll the canvas until it shows it, or give up
-        end, psnr = time.monotonic() + 45.0, -1.0
-        while time.monotonic() < end:
-            shot = browser.canvas()
-            if shot.shape[:2] == (h, w) and (psnr := _psnr(shot, offline)) > PSNR_BAR:
-                break
-            time.sleep(0.5)
+        shot, psnr = drawn_canvas(browser, offline, PSNR_BAR)
         page = browser.text()
         viz.save_image(tmp_path / "canvas.png", shot)
     finally:

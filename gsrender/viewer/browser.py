@@ -96,3 +96,31 @@ def open_page(browser: Browser, viewer, timeout: float = 90.0) -> tuple[int, int
             return c.handle.camera.image_width, c.handle.camera.image_height
         time.sleep(0.1)
     raise TimeoutError(f"the page at {viewer.url} sent no camera within {timeout} s")
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    """PSNR in dB of two uint8 images of one shape."""
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float(10 * np.log10(255.0 ** 2 / max(mse, 1e-12)))
+
+
+def drawn_canvas(browser: Browser, expected: np.ndarray, bar_db: float,
+                 timeout: float = 45.0) -> tuple[np.ndarray, float]:
+    """(canvas, its PSNR against expected) once the canvas shows expected to within bar_db, or
+    the last one after timeout: the browser (software WebGL on a busy CPU) draws a frame some
+    time after it arrives."""
+    import time
+
+    end, best = time.monotonic() + timeout, -1.0
+    while True:
+        shot = browser.canvas()
+        best = psnr(shot, expected) if shot.shape == expected.shape else -1.0
+        if best > bar_db or time.monotonic() > end:
+            return shot, best
+        time.sleep(0.5)
+
+
+def hide_notifications(browser: Browser) -> None:
+    """Closes viser's notifications (headless Chromium gets 'software WebGL' ones)."""
+    browser.driver.execute_script(
+        "document.querySelectorAll('.mantine-Notification-root').forEach(e => e.remove())")
