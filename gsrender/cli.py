@@ -325,6 +325,8 @@ def _demo_plant(args, out_dir: Path, device: torch.device) -> None:
     --turntable-frames is 0 or the file is missing), then where the viewer command is."""
     from gsrender.turntable import CREDIT, plant_path, render_turntable
 
+    if args.turntable_frames < 0:
+        raise CliError(f"--turntable-frames: must be >= 0, got {args.turntable_frames}")
     plant = plant_path()
     if args.turntable_frames and plant.is_file():
         model = load_model(plant).to(device=device, dtype=torch.float32)
