@@ -186,6 +186,60 @@ def test_viewer_serves_its_page_on_loopback():
         v.close()
 
 
+def test_view_command_serves_until_interrupted(tmp_path):
+    """`gsrender view SCENE --colmap DIR` as a user runs it: prints the loopback URL, serves the
+    page with the COLMAP cameras as frustums, and exits cleanly on Ctrl+C (SIGINT)."""
+    pytest.importorskip("viser")
+    import signal
+    import subprocess
+    import sys
+
+    from gsrender.io import save_ply, write_colmap_text
+    from gsrender.viewer.browser import free_port
+
+    model = _tiny_model()
+    save_ply(tmp_path / "tiny.ply", model)
+    write_colmap_text(tmp_path / "sparse", orbit_cameras(model.means, 3, 80, 60, 60.0, "+z"))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gsrender", "view", str(tmp_path / "tiny.ply"),
+                             "--colmap", str(tmp_path / "sparse"), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    try:
+        lines = []
+        for line in proc.stdout:  # until the URL line
+            lines.append(line)
+            if "open http" in line:
+                break
+        text = "".join(lines)
+        assert f"http://127.0.0.1:{port}" in text and "200 Gaussians" in text and "3 cameras" in text
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+            assert r.status == 200
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_viewer_shows_cameras_as_frustums():
+    pytest.importorskip("viser")
+    from gsrender.viewer.app import Viewer
+    from gsrender.viewer.browser import free_port
+
+    model = _tiny_model()
+    cams = orbit_cameras(model.means, 4, 80, 60, 60.0, "+z")
+    v = Viewer(model, port=free_port(), cameras=cams)
+    try:
+        assert len(v.frustums) == 4
+        for h, cam in zip(v.frustums, cams):
+            eye = -cam.viewmat[:3, :3].double().T @ cam.viewmat[:3, 3].double()
+            np.testing.assert_allclose(h.position, eye.numpy(), atol=1e-5)
+    finally:
+        v.close()
+
+
 def test_view_command_errors(tmp_path, capsys):
     assert main(["view", str(tmp_path / "missing.ply")]) == 1
     assert "no such file" in capsys.readouterr().err

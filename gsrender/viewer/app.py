@@ -62,6 +62,7 @@ class Viewer:
         self._lock = threading.Lock()
         self._wake, self._stop = threading.Event(), threading.Event()
         self.status = ""
+        self.frustums: list = []
 
         self.server = viser.ViserServer(host=host, port=port, label=title, verbose=False)
         # no share button: it would tunnel the scene to a public relay
@@ -122,6 +123,8 @@ class Viewer:
                 thickness_units="screen", color=(230, 120, 20), wxyz=wxyz, position=pos)
             h.on_click(lambda ev, w=wxyz, p=pos: self._jump(ev.client, w, p))
             handles.append(h)
+
+        self.frustums = handles
 
         @show.on_update
         def _(_):
