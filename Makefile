@@ -10,7 +10,7 @@ TORCH_VERSION ?= 2.14.1
 export TORCH_CUDA_ARCH_LIST ?= 8.0;9.0
 export MAX_JOBS ?= $(shell nproc)
 
-.PHONY: setup setup-test build demo test bench lint clean
+.PHONY: setup setup-test build demo test bench browser lint clean
 
 # The build tools and torch (pinned: the project's dependency says only "torch").
 $(VENV)/.tools:
@@ -48,11 +48,26 @@ build: setup
 demo: build
 	$(VENV)/bin/gsrender demo
 
-test: build setup-test
+# The viewer's browser test drives Debian's headless Chromium through selenium (no browser
+# download at test time). Installed only as root and when missing (~3 min); else the test skips.
+browser:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then \
+	    echo "installing chromium + chromium-driver (the viewer's browser test)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+	      >/dev/null; } || echo "could not install chromium: the viewer's browser test will skip"; fi
+
+test: build setup-test browser
 	$(PY) -m pytest -q
 
+# also refreshes docs/gallery.md's pictures in docs/images/ (time vs D / N, stages, channels,
+# the plant turntable, the viewer screenshot when Chromium is there)
 bench: build
 	$(PY) benchmarks/cpu_render.py --quick --out out/bench
+	$(PY) benchmarks/fps.py --quick --out out/fps
+	$(PY) benchmarks/channels.py --quick --out out/channels
+	$(PY) benchmarks/viewer.py --out out/viewer
+	$(PY) scripts/gallery_images.py
 
 lint: setup-test
 	$(VENV)/bin/ruff check gsrender tests benchmarks scripts

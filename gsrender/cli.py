@@ -3,6 +3,7 @@
     gsrender demo [--out out/demo] [--scene data/sample] [--max-views N]
     gsrender render --scene scene.ply|scene.splat [--colmap DIR | --cameras-json FILE | --orbit N] ...
     gsrender info [--json]
+    gsrender view SCENE.ply|SCENE.splat [--colmap DIR] [--host H] [--port P]
 """
 from __future__ import annotations
 
@@ -316,7 +317,25 @@ def cmd_demo(args) -> int:
                "packing_efficiency": efficiency, "frames": per_frame}
     (out_dir / "timings.json").write_text(json.dumps(summary, indent=1))
     print(f"wrote {len(cams)} views and overview.png to {out_dir}")
+    _demo_plant(args, out_dir / "plant", device)
     return 0
+
+
+def _demo_plant(args, out_dir: Path, device: torch.device) -> None:
+    """The real capture next to the synthetic scene: a turntable of data/plant (skipped when
+    --turntable-frames is 0 or the file is missing), then where the viewer command is."""
+    from gsrender.turntable import CREDIT, plant_path, render_turntable
+
+    if args.turntable_frames < 0:
+        raise CliError(f"--turntable-frames: must be >= 0, got {args.turntable_frames}")
+    plant = plant_path()
+    if args.turntable_frames and plant.is_file():
+        model = load_model(plant).to(device=device, dtype=torch.float32)
+        r = render_turntable(model, device, out_dir, frames=args.turntable_frames)
+        print(f"\nreal scene {plant.relative_to(repo_root())} ({model.num_gaussians} Gaussians; {CREDIT}): "
+              f"{r['frames']} orbit views {r['size']}x{r['size']}, median {r['render_ms']:.0f} ms/view; "
+              f"wrote turntable.gif and overview.png to {out_dir} ({r['seconds']:.1f} s)")
+    print(f"\nlook around in the browser: gsrender view {plant}  (or {sample_dir() / 'scene.ply'})")
 
 
 def _render_cameras(args, scene: Path, model) -> list:
@@ -457,12 +476,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gsrender", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"gsrender {gsrender.__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,render,info,bench,train,loc,voda}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{demo,render,info,view,bench,train,loc,voda}")
 
     d = sub.add_parser("demo", help="render the bundled sample scene: PNGs, contact sheet, timings")
     d.add_argument("--out", default="out/demo", help="output folder (default out/demo)")
     d.add_argument("--scene", default=None,
                    help="folder with scene.ply + cameras.json (default: the repo's data/sample)")
+    d.add_argument("--turntable-frames", type=int, default=24, metavar="N",
+                   help="orbit views of the bundled plant capture (default 24; 0 skips it)")
     _common(d)
     d.set_defaults(func=cmd_demo)
 
@@ -489,6 +510,10 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="versions, backends and which ops have kernels")
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.set_defaults(func=cmd_info)
+
+    from gsrender.viewer.cli import add_parser as add_view_parser  # imports viser only when run
+
+    add_view_parser(sub)
 
     # parsed by benchmarks/fps.py (see main); listed here for --help
     sub.add_parser("bench", help="FPS profiling harness (benchmarks/fps.py; `gsrender bench --help`)",

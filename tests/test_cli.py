@@ -73,7 +73,7 @@ def test_bad_arguments_exit_nonzero(tmp_path, capsys):
 @needs_sample
 def test_demo_writes_views_sheet_and_timings(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--max-views", "2", "--no-progress"]) == 0
+    assert main(["demo", "--out", str(out), "--max-views", "2", "--no-progress", "--turntable-frames", "2"]) == 0
     for i in range(2):
         for kind in ("rgb", "depth", "alpha", "features_pca"):
             assert (out / f"{kind}_{i:02d}.png").is_file(), f"{kind}_{i:02d}.png"
@@ -90,6 +90,14 @@ def test_demo_writes_views_sheet_and_timings(tmp_path, capsys):
         assert t["frames"][0][k] >= 0
     text = capsys.readouterr().out
     assert "raster_fwd" in text and "backward" in text and "packing efficiency" in text
+    # the bundled real capture: an orbit (RGB, depth, alpha), a contact sheet and a turntable GIF
+    plant = out / "plant"
+    for kind in ("rgb", "depth", "alpha"):
+        assert (plant / f"{kind}_01.png").is_file()
+    gif = iio.imread(plant / "turntable.gif", index=None)
+    assert gif.shape[:3] == (2, 320, 320) and gif.std() > 20
+    assert (plant / "overview.png").is_file()
+    assert "Marcel Padilla" in text and "gsrender view" in text
 
 
 # ---------------------------------------------------------------------------------------------

@@ -65,6 +65,10 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     p.add_argument("--distributed", action="store_true",
                    help="shard the Gaussians and views over torchrun's ranks (docs/distributed.md)")
+    p.add_argument("--view", action="store_true",
+                   help="watch training live in the browser viewer (needs viser; stays up after)")
+    p.add_argument("--view-host", default="127.0.0.1", help="viewer address (default loopback)")
+    p.add_argument("--view-port", type=int, default=8080, help="viewer port (default 8080)")
     return p
 
 
@@ -137,9 +141,10 @@ def plot(history: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def train(args, data: Dataset, out: Path) -> dict | None:
+def train(args, data: Dataset, out: Path, on_step=None) -> dict | None:
     """The loop with its side outputs; returns the report written to out/results.json (None on
-    the ranks other than 0 under --distributed)."""
+    the ranks other than 0 under --distributed). on_step(trainer, step_result), when given, runs
+    after every step (the live viewer)."""
     from tqdm import tqdm
 
     cfg = _config(args)
@@ -164,6 +169,8 @@ def train(args, data: Dataset, out: Path) -> dict | None:
                 history["test"].append((s, trainer.evaluate(data.test)["psnr"]))
         if data.test and args.snapshot_every and s % args.snapshot_every == 0:
             snapshot(trainer, data.test[0], out / "snapshots" / f"step_{s:06d}.png")
+        if on_step is not None:
+            on_step(trainer, r)
         bar.update(1)
         bar.set_postfix(loss=f"{r['loss']:.4f}", psnr=f"{ema:.2f}", N=r["n"], refresh=False)
     bar.close()
@@ -229,7 +236,14 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
             device = comm.local_device(device.type)
             comm.init(device)
         data = load_dataset(args, device)
-        rep = train(args, data, out)
+        view = None
+        if args.view and args.distributed:
+            raise ValueError("--view and --distributed cannot be combined (one viewer, many ranks)")
+        if args.view:
+            from gsrender.viewer.training import TrainingView
+
+            view = TrainingView(data.train, host=args.view_host, port=args.view_port)
+        rep = train(args, data, out, on_step=view)
     except (ValueError, TypeError, OSError) as e:  # bad folders, files or arguments
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
@@ -254,4 +268,6 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
         print(f"held-out PSNR {rep['test']['psnr']:.2f} dB  SSIM {rep['test']['ssim']:.4f}  "
               f"({rep['test']['views']} views)")
     print(f"wrote {out / 'results.json'}, {out / 'point_cloud.ply'}")
+    if view is not None:
+        view.wait()
     return 0
