@@ -45,20 +45,26 @@ METHODS = (*(f"{b}{v}" for b in TRAINED for v in ("", "+voda")), "vote")
 # evaluation seeds below were never run before the defaults were frozen.
 TUNING_SEEDS = (0, 1, 2)
 EVAL_SEEDS = (1000, 1001, 1002, 1003, 1004)
-# Scene and training sizes of --protocol, frozen with the defaults (shrunk from the --quick
-# sizes to fit ~35 min of a shared 2-core machine): 3 objects of 300 Gaussians, floor 1000,
-# walls 600, 10 training views (2 rings of 5) at 112x84, 5 held-out views, 120 iterations.
-PROTOCOL = {"objects": 3, "per_object": 300, "n_floor": 1000, "n_walls": 600, "width": 112,
-            "height": 84, "rings": 2, "per_ring": 5, "iters": 120, "refit_iters": 24,
+# Scene and training sizes of --protocol, frozen with the defaults and shrunk from the --quick
+# sizes to fit ~35 min of a 2-core machine shared by ~7 jobs (one training took ~20 s at
+# 112x84 / 120 iterations there): 3 objects of 250 Gaussians, floor 800, walls 500, 8 training
+# views (2 rings of 4) at 80x60, 4 held-out views, 100 iterations (40 of warm-up, then VODA).
+PROTOCOL = {"objects": 3, "per_object": 250, "n_floor": 800, "n_walls": 500, "width": 80,
+            "height": 60, "rings": 2, "per_ring": 4, "iters": 100, "refit_iters": 24,
             "rgb_optimised": True}
+# structure -> (splits, methods) of the main tables (the surface structure on two splits and
+# without distillation: the compute budget)
+MAIN = {"shells": (R.SPLITS, METHODS),
+        "surface": (("isolated", "occluding"),
+                    ("identity", "identity+voda", "grouping", "grouping+voda", "vote"))}
 SWEEP_SEEDS = EVAL_SEEDS[:3]
-SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
+SWEEP_METHODS = ("identity", "identity+voda", "vote")
 SWEEPS = {  # name -> (SceneParams field or "K_max", values); every sweep on the isolated split
-    "size": ("size_scale", (0.5, 1.0, 1.5, 2.0)),
-    "distance": ("cam_radius", (2.0, 2.4, 2.8, 3.4)),
-    "shells": ("n_shells", (1, 2, 3, 5)),
-    "opacity": ("opacity", ((0.3, 0.4), (0.6, 0.7), (0.9, 0.99))),
-    "k_max": ("K_max", (32, 64, 96, 128, 192)),
+    "size": ("size_scale", (0.5, 1.0, 2.0)),
+    "distance": ("cam_radius", (2.0, 2.8, 3.4)),
+    "shells": ("n_shells", (1, 3, 5)),
+    "opacity": ("opacity", ((0.5, 0.6), (0.9, 0.99))),
+    "k_max": ("K_max", (48, 96, 192)),
 }
 
 
@@ -171,7 +177,8 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
 
     torch.manual_seed(0)
     params0 = R.SceneParams()
-    main_cells = [(st, sp, sd) for st in R.STRUCTURES for sp in R.SPLITS for sd in EVAL_SEEDS]
+    main_cells = [(st, sp, sd) for st, (splits, _) in MAIN.items() for sp in splits
+                  for sd in EVAL_SEEDS]
     sweep_cells = []  # seed-major within a sweep: the K_max points share one scene per seed
     for name, (field, values) in SWEEPS.items():
         for sd in SWEEP_SEEDS:
@@ -179,7 +186,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
                 p = params0 if field == "K_max" else replace(params0, **{field: v})
                 c = replace(cfg, K_max=v) if field == "K_max" else cfg
                 sweep_cells.append((name, v, p, c, sd))
-    n_units = len(main_cells) * len(METHODS) + len(sweep_cells) * len(SWEEP_METHODS)
+    n_units = sum(len(MAIN[c[0]][1]) for c in main_cells) + len(sweep_cells) * len(SWEEP_METHODS)
     bar = tqdm(total=n_units, ascii=True, mininterval=20, file=sys.stdout, desc="removal3d")
     current: dict = {}  # the scene being run: one scene's views in memory at a time
     hidden: dict = {}   # (split, seed, params) -> hidden share
@@ -196,16 +203,20 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
     results: dict = {"env": env_block(), "protocol": PROTOCOL, "eval_seeds": EVAL_SEEDS,
                      "tuning_seeds": TUNING_SEEDS, "sweep_seeds": SWEEP_SEEDS,
                      "voda_config": asdict(cfg), "scene_params": asdict(params0),
-                     "plant_hidden_share": R.PLANT_HIDDEN_SHARE, "main": {}, "sweeps": {}}
+                     "plant_hidden_share": R.PLANT_HIDDEN_SHARE, "layout": MAIN, "sweep_grid": SWEEPS,
+                     "main": {}, "sweeps": {}}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.json.with_suffix(".partial.json")
     t0 = time.perf_counter()
     for st, sp, sd in main_cells:
         p = replace(params0, structure=st)
         s = scene(sp, sd, p)
         row = {"seed": sd, "hidden_share": s.hidden}
-        for m in METHODS:
+        for m in MAIN[st][1]:
             row[m] = memo[(sp, sd, p, m, cfg.K_max)] = s.run(m, a["iters"], cfg, sd)
             bar.update()
         results["main"].setdefault(st, {}).setdefault(sp, []).append(row)
+        partial.write_text(json.dumps(results, default=str))  # a killed run keeps its rows
     for name, v, p, c, sd in sweep_cells:
         keys = {m: ("isolated", sd, p, m, c.K_max if m.endswith("+voda") else cfg.K_max)
                 for m in SWEEP_METHODS}
@@ -218,18 +229,19 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
         row = {"value": v, "seed": sd, "hidden_share": hidden[("isolated", sd, p)],
                **{m: memo[k] for m, k in keys.items()}}
         results["sweeps"].setdefault(name, []).append(row)
+        partial.write_text(json.dumps(results, default=str))
     bar.close()
     results["seconds"] = time.perf_counter() - t0
     results["summary"] = {}
     for st, d in results["main"].items():
-        results["summary"][st] = {sp: summarise(rows, METHODS) for sp, rows in d.items()}
-        results["summary"][st]["all"] = summarise([r for rows in d.values() for r in rows],
-                                                  METHODS)
+        ms = MAIN[st][1]
+        results["summary"][st] = {sp: summarise(rows, ms) for sp, rows in d.items()}
+        results["summary"][st]["all"] = summarise([r for rows in d.values() for r in rows], ms)
     results["sweep_summary"] = {
         name: [{"value": v, **summarise([r for r in rows if r["value"] == v], SWEEP_METHODS)}
                for v in SWEEPS[name][1]] for name, rows in results["sweeps"].items()}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1, default=str))
+    partial.unlink()
     print(f"wrote {args.json} ({results['seconds']:.0f} s)")
     from benchmarks.voda_report import write_report
 
