@@ -63,6 +63,7 @@ SWEEP_SEEDS = EVAL_SEEDS[:3]
 SWEEP_METHODS = ("identity", "identity+voda", "vote")
 SWEEPS = {  # name -> (SceneParams field or "K_max", values); every sweep on the isolated split
     "size": ("size_scale", (0.5, 1.0, 2.0)),
+    "k_max": ("K_max", (48, 96, 192)),
 }
 
 
@@ -175,10 +176,12 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
 
     torch.manual_seed(0)
     params0 = R.SceneParams()
-    main_cells = [(st, sp, sd) for st, (splits, _) in MAIN.items() for sp in splits
-                  for sd in EVAL_SEEDS]
+    main_cells = [] if args.sweeps else [(st, sp, sd) for st, (splits, _) in MAIN.items()
+                                         for sp in splits for sd in EVAL_SEEDS]
     sweep_cells = []  # seed-major within a sweep: the K_max points share one scene per seed
     for name, (field, values) in SWEEPS.items():
+        if args.sweeps and name not in args.sweeps:
+            continue
         for sd in SWEEP_SEEDS:
             for v in values:
                 p = params0 if field == "K_max" else replace(params0, **{field: v})
@@ -291,6 +294,8 @@ def main(argv=None) -> int:
                     const=Path(__file__).resolve().parents[2] / "shared/data/plant/plant.splat",
                     help="print the hidden share of a trained .splat (default: the shared plant)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    ap.add_argument("--sweeps", nargs="+", default=None, choices=tuple(SWEEPS),
+                    help="--protocol: run only these sweeps (no main tables)")
     ap.add_argument("--resume", type=Path, default=None,
                     help="--protocol: reuse the finished main-table rows of this (partial) JSON")
     ap.add_argument("--images", type=Path, default=Path("docs/images"),
