@@ -64,6 +64,8 @@ SWEEP_METHODS = ("identity", "identity+voda", "vote")
 SWEEPS = {  # name -> (SceneParams field or "K_max", values); every sweep on the isolated split
     "size": ("size_scale", (0.5, 1.0, 2.0)),
     "k_max": ("K_max", (48, 96, 192)),
+    "distance": ("cam_radius", (2.0, 2.8, 3.4)),
+    "shells": ("n_shells", (1, 3, 5)),
 }
 
 
