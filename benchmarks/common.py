@@ -211,6 +211,25 @@ def p90(vals: list[float]) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
+# two-sided 95 % Student t quantiles t_{0.975, df}, df = 1..30 (1.96 beyond)
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+         2.052, 2.048, 2.045, 2.042)
+
+
+def mean_ci95(vals: list[float]) -> tuple[float, float]:
+    """(mean, half-width of its 95 % Student t interval) over independent runs (seeds); the
+    half-width is nan for a single value."""
+    if not vals:
+        raise ValueError("mean_ci95: no values")
+    n = len(vals)
+    m = statistics.fmean(vals)
+    if n == 1:
+        return m, float("nan")
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    return m, t * statistics.stdev(vals) / n ** 0.5
+
+
 class Timer:
     """Milliseconds of a block: CUDA events on a GPU (the device's own clock), else the monotonic
     perf_counter."""

@@ -2,7 +2,7 @@
 
 clusters  per-pixel contributors and their depth clusters (the `contributors` op), F_c
 loss      the VODA objective (cluster choice c*, volumetric and boundary-weighted pixel losses)
-baselines the frozen-geometry baselines VODA plugs into (identity classification, distillation)
+baselines the baselines VODA plugs into (identity, + 3D kNN, view-dependent distillation, voting)
 train     the training loop shared by the benchmark and the CLI
 select    per-Gaussian selection, object removal and extraction
 metrics   Removal-3D metrics (RDE, nRDE, collateral, Gaussian IoU, recall, 2D mIoU, boundary IoU)

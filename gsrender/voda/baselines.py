@@ -1,15 +1,24 @@
-"""The rendering-based baselines VODA plugs into, on frozen (RGB-trained) geometry: only the
+"""The baselines VODA plugs into, on frozen (RGB-trained) geometry: for the trained ones only the
 per-Gaussian features (and a classifier head) are learnt through the rendered feature map.
 
 IdentityBaseline   Gaussian Grouping / Gaga style: 16-d identity per Gaussian, 1×1 linear
                    classifier on the rendered map, cross-entropy on mask ids.
-DistillBaseline    LangSplat / Feature 3DGS style: the rendered map regresses a 2D feature map,
-                   here a fixed unit prototype per mask id (a stand-in for the CLIP/DINO feature
-                   of a SAM mask), with a cosine loss.
+GroupingBaseline   IdentityBaseline plus Gaussian Grouping's 3D regulariser: the KL divergence
+                   between the class distribution of a sampled Gaussian and those of its k
+                   nearest Gaussians in 3D (k = 5 counting itself, 800 samples, weight 2 / n_classes,
+                   as in Gaussian Grouping's loss_cls_3d), which spreads labels from the visible
+                   surface to the Gaussians right behind it.
+DistillBaseline    LangSplat / Feature 3DGS style: the rendered map regresses each view's 2D
+                   feature map, here a per-view noisy embedding of each mask (a stand-in for the
+                   CLIP/DINO feature of a SAM mask, which changes with the view), with a cosine
+                   loss; objects are queried with the mean embedding over the views.
+VotingBaseline     training-free: each Gaussian's centre is projected into every training view's
+                   mask and votes for the label there (no visibility test: a hidden Gaussian votes
+                   for whatever covers it); its features are the vote shares.
 
-Both expose the same interface: features [N,D], parameters(), render_loss, score (s(F, label) in
-[0,1] for VODA's cluster choice), pixel_loss, class_scores (per-Gaussian, for selection),
-segment (rendered map -> class ids) and keep_member (VODA's member veto).
+All expose: features [N,D], parameters(), set_view(i) (the training view of the iteration),
+render_loss, regularizer(gen), score (s(F, label) in [0,1] for VODA's cluster choice),
+pixel_loss, class_scores (per-Gaussian, for selection), segment (rendered map -> class ids).
 """
 from __future__ import annotations
 
@@ -17,6 +26,10 @@ import torch
 import torch.nn.functional as F
 
 FEATURE_DIM = 16
+KNN_K = 5            # Gaussian Grouping's reg3d_k (its neighbour set includes the point itself)
+KNN_SAMPLES = 800    # Gaussians sampled per iteration for the 3D regulariser
+KNN_LAMBDA = 2.0     # Gaussian Grouping's reg3d_lambda_val (the loss is divided by n_classes)
+VIEW_NOISE = 0.5     # norm of the per-view perturbation of a mask's unit embedding
 
 
 def _init_features(n: int, dim: int, gen: torch.Generator) -> torch.nn.Parameter:
@@ -25,7 +38,25 @@ def _init_features(n: int, dim: int, gen: torch.Generator) -> torch.nn.Parameter
     return torch.nn.Parameter(0.1 * torch.randn(n, dim, generator=gen))
 
 
-class IdentityBaseline:
+def knn(points: torch.Tensor, k: int, chunk: int = 1024) -> torch.Tensor:
+    """[N,k] indices of each point's k nearest points (itself first), brute force by chunks."""
+    if not 1 <= k <= points.shape[0]:
+        raise ValueError(f"k must be in [1, {points.shape[0]}], got {k}")
+    return torch.cat([torch.cdist(points[s:s + chunk], points).topk(k, largest=False).indices
+                      for s in range(0, points.shape[0], chunk)])
+
+
+class Baseline:
+    """Defaults for what a baseline does not use: one target for every view, no 3D term."""
+
+    def set_view(self, index: int) -> None:
+        pass
+
+    def regularizer(self, gen: torch.Generator):
+        return None
+
+
+class IdentityBaseline(Baseline):
     name = "identity"
     select_threshold = 0.5  # class probability
 
@@ -60,20 +91,52 @@ class IdentityBaseline:
         return self.classifier(rendered).argmax(-1)
 
 
-class DistillBaseline:
-    name = "distill"
-    select_threshold = 0.5  # cosine to the object's prototype
+class GroupingBaseline(IdentityBaseline):
+    name = "grouping"
 
-    def __init__(self, n_gaussians: int, n_classes: int, dim: int = FEATURE_DIM, seed: int = 0):
+    def __init__(self, n_gaussians: int, n_classes: int, means: torch.Tensor,
+                 dim: int = FEATURE_DIM, seed: int = 0, k: int = KNN_K,
+                 samples: int = KNN_SAMPLES, weight: float = KNN_LAMBDA):
+        super().__init__(n_gaussians, n_classes, dim, seed)
+        if means.shape != (n_gaussians, 3):
+            raise ValueError(f"means must have shape [{n_gaussians}, 3], got {tuple(means.shape)}")
+        self.neighbours = knn(means.detach().float(), k)  # frozen geometry: computed once
+        self.samples, self.weight = samples, weight
+
+    def regularizer(self, gen: torch.Generator) -> torch.Tensor:
+        """weight/n_classes · mean over sampled Gaussians j and neighbours m of KL(P_j ‖ P_m)."""
+        idx = torch.randperm(self.features.shape[0], generator=gen)[:self.samples]
+        p = self.class_scores(self.features.index_select(0, idx))  # [S, C]
+        nb = self.neighbours.index_select(0, idx)  # [S, k]
+        q = self.class_scores(self.features.index_select(0, nb.reshape(-1))).view(*nb.shape, -1)
+        kl = (p[:, None] * (torch.log(p[:, None] + 1e-10) - torch.log(q + 1e-10))).sum(-1)
+        return self.weight * kl.mean() / p.shape[-1]
+
+
+class DistillBaseline(Baseline):
+    name = "distill"
+    select_threshold = 0.5  # cosine to the object's query embedding
+
+    def __init__(self, n_gaussians: int, n_classes: int, dim: int = FEATURE_DIM, seed: int = 0,
+                 n_views: int = 1, view_noise: float = VIEW_NOISE):
         gen = torch.Generator().manual_seed(seed)
         self.features = _init_features(n_gaussians, dim, gen)
-        self.prototypes = F.normalize(torch.randn(n_classes, dim, generator=gen), dim=-1)
+        proto = F.normalize(torch.randn(n_classes, dim, generator=gen), dim=-1)
+        noise = torch.randn(n_views, n_classes, dim, generator=gen) / dim ** 0.5
+        self.targets = F.normalize(proto + view_noise * noise, dim=-1)  # [V, n_classes, D]
+        self.query = F.normalize(self.targets.mean(0), dim=-1)  # what an object is selected by
+        self.view = 0
 
     def parameters(self):
         return [self.features]
 
+    def set_view(self, index: int) -> None:
+        if not 0 <= index < self.targets.shape[0]:
+            raise ValueError(f"index must be in [0, {self.targets.shape[0]}), got {index}")
+        self.view = index
+
     def _cos(self, feats, labels):
-        return F.cosine_similarity(feats, self.prototypes[labels], dim=-1, eps=1e-8)
+        return F.cosine_similarity(feats, self.targets[self.view][labels], dim=-1, eps=1e-8)
 
     def render_loss(self, rendered: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         keep = labels >= 0
@@ -87,10 +150,51 @@ class DistillBaseline:
 
     def class_scores(self, feats: torch.Tensor | None = None) -> torch.Tensor:
         f = self.features if feats is None else feats
-        return F.normalize(f, dim=-1, eps=1e-8) @ self.prototypes.T
+        return F.normalize(f, dim=-1, eps=1e-8) @ self.query.T
 
     def segment(self, rendered: torch.Tensor) -> torch.Tensor:
-        return (F.normalize(rendered, dim=-1, eps=1e-8) @ self.prototypes.T).argmax(-1)
+        return (F.normalize(rendered, dim=-1, eps=1e-8) @ self.query.T).argmax(-1)
+
+
+def project_votes(means: torch.Tensor, labels: torch.Tensor, viewmats: torch.Tensor,
+                  Ks: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """[N, n_classes] votes: per view, the label [C,H,W] (-1: no vote) at the pixel each centre
+    [N,3] projects to (pinhole, pixel i spanning [i, i+1)), for centres in front of the camera
+    and inside the image."""
+    C, H, W = labels.shape
+    votes = torch.zeros(means.shape[0], n_classes)
+    X = means.detach().float()
+    for c in range(C):
+        cam = X @ viewmats[c, :3, :3].T.float() + viewmats[c, :3, 3].float()
+        z = cam[:, 2]
+        uv = cam @ Ks[c].T.float()
+        u = torch.floor(uv[:, 0] / z.clamp_min(1e-8)).long()
+        v = torch.floor(uv[:, 1] / z.clamp_min(1e-8)).long()
+        ok = (z > 1e-2) & (u >= 0) & (u < W) & (v >= 0) & (v < H)
+        lab = torch.full_like(u, -1)
+        lab[ok] = labels[c][v[ok], u[ok]].long()
+        hit = lab >= 0
+        votes[torch.nonzero(hit, as_tuple=True)[0], lab[hit]] += 1
+    return votes
+
+
+class VotingBaseline(Baseline):
+    name = "vote"
+    select_threshold = 0.5  # share of the votes
+
+    def __init__(self, means: torch.Tensor, labels: torch.Tensor, viewmats: torch.Tensor,
+                 Ks: torch.Tensor, n_classes: int):
+        votes = project_votes(means, labels, viewmats, Ks, n_classes)
+        self.features = votes / votes.sum(1, keepdim=True).clamp_min(1)  # never seen: all 0
+
+    def parameters(self):
+        return []
+
+    def class_scores(self, feats: torch.Tensor | None = None) -> torch.Tensor:
+        return self.features if feats is None else feats
+
+    def segment(self, rendered: torch.Tensor) -> torch.Tensor:
+        return rendered.argmax(-1)
 
 
 def keep_member(baseline, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -108,4 +212,16 @@ def confident(baseline, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tens
     return baseline.class_scores(feats).gather(-1, labels[:, None])[:, 0] > baseline.select_threshold
 
 
-BASELINES = {"identity": IdentityBaseline, "distill": DistillBaseline}
+TRAINED = ("identity", "grouping", "distill")
+
+
+def make_baseline(name: str, means: torch.Tensor, n_classes: int, n_views: int, seed: int = 0):
+    """A trained baseline (TRAINED) for a scene of Gaussians at `means` [N,3] and n_views views."""
+    n = means.shape[0]
+    if name == "identity":
+        return IdentityBaseline(n, n_classes, seed=seed)
+    if name == "grouping":
+        return GroupingBaseline(n, n_classes, means, seed=seed)
+    if name == "distill":
+        return DistillBaseline(n, n_classes, seed=seed, n_views=n_views)
+    raise ValueError(f"baseline must be one of {TRAINED}, got {name!r}")

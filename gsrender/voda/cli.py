@@ -1,6 +1,12 @@
 """`gsrender voda`: train per-Gaussian features on a scene with masks (a Removal-3D scene, or a
-user scene: PLY + camera JSON + one label PNG per image), with or without VODA, select an object,
-and write the removal / extraction renders and (with ground truth) the Removal-3D metrics."""
+user scene: a trained .ply / .splat, cameras from a COLMAP model or a gsrender camera JSON, and
+one mask PNG per image), with or without VODA, select an object (by id, or by a pixel of a named
+view), and write the removed / extracted / labelled .ply, their renders and (with ground truth)
+the Removal-3D metrics.
+
+Masks must already be associated across views: one PNG per image, named <image stem>.png,
+holding the same integer id for the same object in every view (0 background; --ignore marks
+unlabelled pixels). A mask at another resolution than its camera rescales that camera."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsrender.voda.baselines import BASELINES
+from gsrender.voda.baselines import TRAINED, VotingBaseline, make_baseline
 from gsrender.voda.loss import VodaConfig
 from gsrender.voda.removal3d import SPLITS
 
@@ -20,14 +26,25 @@ def add_parser(sub) -> None:
     src = v.add_mutually_exclusive_group()
     src.add_argument("--synthetic", choices=SPLITS, default=None,
                      help="a Removal-3D scene of this split (default: isolated)")
-    src.add_argument("--scene", default=None, help="user scene (.ply, INRIA layout)")
-    v.add_argument("--cameras-json", default=None, help="cameras of --scene (gsrender JSON list)")
-    v.add_argument("--labels", default=None,
-                   help="folder of label PNGs named <camera name>.png (ids; 0 background)")
+    src.add_argument("--scene", default=None, help="user scene (.ply INRIA layout, or .splat)")
+    cams = v.add_mutually_exclusive_group()
+    cams.add_argument("--colmap", default=None,
+                      help="cameras of --scene: a COLMAP model folder (or one holding sparse/0)")
+    cams.add_argument("--cameras-json", default=None,
+                      help="cameras of --scene (gsrender JSON list)")
+    v.add_argument("--masks", "--labels", dest="labels", default=None,
+                   help="folder of associated mask PNGs named <image stem>.png (ids; 0 background)")
+    v.add_argument("--ignore", type=int, default=255,
+                   help="mask value of unlabelled pixels (default 255; -1 for none)")
+    v.add_argument("--click", nargs=3, metavar=("VIEW", "X", "Y"), default=None,
+                   help="select the object under pixel (X, Y) of the mask of image VIEW "
+                        "(instead of --object)")
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--width", type=int, default=160, help="synthetic view width (default 160)")
     v.add_argument("--height", type=int, default=120, help="synthetic view height (default 120)")
-    v.add_argument("--baseline", choices=tuple(BASELINES), default="identity")
+    v.add_argument("--baseline", choices=(*TRAINED, "vote"), default="identity",
+                   help="identity, grouping (identity + 3D kNN regulariser), distill (per-view "
+                        "2D features), vote (training-free projection voting; no VODA)")
     v.add_argument("--no-voda", dest="voda", action="store_false", help="baseline loss only")
     v.add_argument("--iters", type=int, default=150)
     v.add_argument("--object", type=int, default=1, help="object id to select (default 1)")
@@ -38,28 +55,99 @@ def add_parser(sub) -> None:
     v.set_defaults(func=cmd_voda)
 
 
-def _user_scene(args):
-    from gsrender.io import load_ply, safe_join
-    from gsrender.synthetic import cameras_from_json
+def _colmap_dir(path: Path) -> Path:
+    for cand in (path, path / "sparse" / "0", path / "sparse"):
+        if any((cand / f"cameras.{ext}").exists() for ext in ("bin", "txt")):
+            return cand
+    raise ValueError(f"--colmap: no COLMAP model (cameras.bin/.txt) in {path}, {path}/sparse/0 or "
+                     f"{path}/sparse")
 
-    if not (args.cameras_json and args.labels):
-        raise ValueError("--scene needs --cameras-json and --labels")
+
+def read_masks(folder, names, sizes, ignore: int):
+    """[C,H,W] long masks (-1 where the PNG holds `ignore`) of the images `names` and the
+    per-view scale (sx, sy) of each mask against its camera size (W, H) in `sizes`."""
     import imageio.v3 as iio
 
-    model = load_ply(args.scene)
-    vm, K, W, H, names = cameras_from_json(args.cameras_json)
-    labels = []
-    for nm in names:
-        img = np.asarray(iio.imread(safe_join(args.labels, f"{nm}.png", "labels")))
+    from gsrender.io import safe_join
+
+    out, scale = [], []
+    for nm, (W, H) in zip(names, sizes):
+        path = safe_join(folder, f"{Path(nm).stem}.png", "masks")
+        if not path.exists():
+            raise ValueError(f"--masks: no mask {path.name} for image {nm!r} in {folder}")
+        img = np.asarray(iio.imread(path))
         if img.ndim == 3:
             img = img[..., 0]
-        if img.shape != (H, W):
-            raise ValueError(f"labels: {nm}.png is {img.shape[1]}x{img.shape[0]}, cameras say {W}x{H}")
-        labels.append(torch.from_numpy(img.astype(np.int64)))
-    return model, vm, K, W, H, torch.stack(labels)
+        h, w = img.shape
+        if abs(w / W - h / H) > 0.02 * w / W:
+            raise ValueError(f"--masks: {path.name} is {w}x{h}, its camera {W}x{H}: another "
+                             "aspect ratio")
+        lab = torch.from_numpy(img.astype(np.int64))
+        if ignore >= 0:
+            lab[lab == ignore] = -1
+        out.append(lab)
+        scale.append((w / W, h / H))
+    if len({m.shape for m in out}) != 1:
+        raise ValueError("--masks: all masks must have the same size")
+    return torch.stack(out), scale
+
+
+def _user_scene(args):
+    from gsrender.io import load_colmap_cameras, load_ply, load_splat
+    from gsrender.synthetic import cameras_from_json
+
+    if not ((args.cameras_json or args.colmap) and args.labels):
+        raise ValueError("--scene needs --colmap or --cameras-json, and --masks")
+    path = Path(args.scene)
+    model = load_splat(path) if path.suffix.lower() == ".splat" else load_ply(path)
+    if args.colmap:
+        cams = load_colmap_cameras(_colmap_dir(Path(args.colmap)))
+        names = [c.name for c in cams]
+        vm = torch.stack([c.viewmat for c in cams])
+        K = torch.stack([c.K for c in cams])
+        sizes = [(c.width, c.height) for c in cams]
+    else:
+        vm, K, W, H, names = cameras_from_json(args.cameras_json)
+        sizes = [(W, H)] * len(names)
+    labels, scale = read_masks(args.labels, names, sizes, args.ignore)
+    K = K.clone()
+    for c, (sx, sy) in enumerate(scale):  # cameras at the masks' resolution
+        K[c, 0] *= sx
+        K[c, 1] *= sy
+    H, W = labels.shape[1:]
+    return model, vm, K, W, H, labels, names
+
+
+def _clicked_object(click, names, labels) -> int:
+    view, x, y = click
+    stems = [Path(n).stem for n in names]
+    if view not in names and view not in stems:
+        raise ValueError(f"--click: no image {view!r} (images: {', '.join(names[:5])}...)")
+    c = names.index(view) if view in names else stems.index(view)
+    x, y = int(x), int(y)
+    H, W = labels.shape[1:]
+    if not (0 <= x < W and 0 <= y < H):
+        raise ValueError(f"--click: pixel ({x}, {y}) outside the {W}x{H} mask")
+    k = int(labels[c, y, x])
+    if k <= 0:
+        raise ValueError(f"--click: pixel ({x}, {y}) of {view} is background or unlabelled ({k})")
+    return k
+
+
+def labelled(model, baseline):
+    """The model with per-Gaussian labels: object_ids = the best class (-1 where its score is
+    not above the baseline's selection threshold), features = the class scores."""
+    from dataclasses import replace
+
+    with torch.no_grad():
+        scores = baseline.class_scores().float()
+    best, cls = scores.max(1)
+    ids = torch.where(best > baseline.select_threshold, cls, torch.full_like(cls, -1))
+    return replace(model, object_ids=ids, features=scores)
 
 
 def cmd_voda(args) -> int:
+    from gsrender.io import save_ply
     from gsrender.render import rasterize
     from gsrender.viz import save_image
     from gsrender.voda import removal3d as R
@@ -73,9 +161,13 @@ def cmd_voda(args) -> int:
     cfg = VodaConfig(tau_rel=args.tau_rel, lambda_vol=args.lambda_vol, lambda_pix=args.lambda_pix)
     sc = None
     if args.scene:
-        model, vm, K, W, H, labels = _user_scene(args)
+        model, vm, K, W, H, labels, names = _user_scene(args)
         n_classes = int(labels.max()) + 1
+        if args.click:
+            args.object = _clicked_object(args.click, names, labels)
     else:
+        if args.click or args.colmap:
+            raise ValueError("--click and --colmap need --scene")
         sc = R.make_removal3d(args.synthetic or "isolated", args.seed, width=args.width,
                               height=args.height)
         model, vm, K, W, H = sc.model, sc.viewmats, sc.Ks, sc.width, sc.height
@@ -83,16 +175,23 @@ def cmd_voda(args) -> int:
         n_classes = sc.n_objects + 1
     if not 1 <= args.object < n_classes:
         raise ValueError(f"--object must be in [1, {n_classes - 1}], got {args.object}")
-    views = frozen_views(model, vm, K, W, H, labels, cfg)
-    b = BASELINES[args.baseline](model.num_gaussians, n_classes, seed=args.seed)
-    res = train_features(b, views, args.iters, cfg if args.voda else None, seed=args.seed)
+    if args.baseline == "vote":
+        b, res, use_voda = VotingBaseline(model.means, labels, vm, K, n_classes), None, False
+    else:
+        views = frozen_views(model, vm, K, W, H, labels, cfg)
+        b = make_baseline(args.baseline, model.means, n_classes, len(views), seed=args.seed)
+        use_voda = args.voda
+        res = train_features(b, views, args.iters, cfg if use_voda else None, seed=args.seed)
     sel = select_object(b, args.object)
-    report = {"baseline": args.baseline, "voda": args.voda, "iters": args.iters,
-              "iter_ms": res["iter_ms"], "object": args.object, "selected": int(sel.sum()),
-              "n_gaussians": model.num_gaussians}
+    report = {"baseline": args.baseline, "voda": use_voda, "iters": args.iters if res else 0,
+              "iter_ms": res["iter_ms"] if res else 0.0, "object": args.object,
+              "selected": int(sel.sum()), "n_gaussians": model.num_gaussians}
+    out.mkdir(parents=True, exist_ok=True)
+    save_ply(out / "labelled.ply", labelled(model, b))
     for name, part in (("removed", remove(model, sel)), ("extracted", extract(model, sel))):
         if part.num_gaussians == 0:
             continue
+        save_ply(out / f"{name}.ply", part)
         r = rasterize(part.means, part.quats, part.scales, part.opacities, part.sh, vm, K, W, H,
                       sh_degree=part.sh_degree)
         for c in range(vm.shape[0]):

@@ -96,6 +96,25 @@ def recall_per_quartile(selected: torch.Tensor, truth: torch.Tensor,
             for q in torch.tensor_split(order, 4)]
 
 
+HIDDEN_REL = 1e-3  # "near-zero" rendered weight: under this fraction of the median Gaussian's
+
+
+def hidden_share(model: GaussianModel, viewmats, Ks, width: int, height: int,
+                 subset: torch.Tensor | None = None) -> float:
+    """Share of the Gaussians (of `subset`, bool [N], all by default) whose rendered weight summed
+    over every pixel of the views (the weight_stats op) is near zero (< HIDDEN_REL · the median
+    over all the model's Gaussians): how much of a model a loss on rendered pixels cannot reach."""
+    from gsrender.loc.stats import weight_stats
+
+    w = weight_stats(model, viewmats, Ks, width, height).w_sum
+    thr = HIDDEN_REL * w.median()
+    if subset is not None:
+        w = w[subset]
+    if w.numel() == 0:
+        raise ValueError("hidden_share: no Gaussians in subset")
+    return float((w < thr).float().mean())
+
+
 def iou(pred: torch.Tensor, gt: torch.Tensor) -> float:
     union = float((pred | gt).sum())
     return float((pred & gt).sum()) / union if union > 0 else 1.0

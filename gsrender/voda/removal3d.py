@@ -2,8 +2,10 @@
 much of an object a 3D segmentation actually selects (DESIGN §7, issue #4).
 
 A scene is a textured floor and walls stored completely (also under the objects) plus 3-6
-objects, each built from nested shells of gsrender.synthetic.object_blob: the surface, a
-sub-surface layer and interior layers (what RGB optimisation leaves behind a surface's front).
+objects of one of two structures: "shells", nested shells of gsrender.synthetic.object_blob (the
+surface, a sub-surface layer and interior layers: what RGB optimisation leaves behind a
+surface's front), or "surface", one opaque surface layer plus Gaussians scattered through the
+interior, their share of the object set from a trained 3DGS (PLANT_HIDDEN_SHARE).
 Splits: isolated, touching, occluding, thin. Cameras on hemisphere rings inside the room. Per view:
 RGB, instance masks, expected depth; SAM-like noise on the training masks; and an "RGB-optimised"
 variant whose object Gaussians are refitted to the images with Adam through gsrender.rasterize.
@@ -26,8 +28,27 @@ SPLITS = ("isolated", "touching", "occluding", "thin")
 LAYERS = ((1.0, 0.45), (0.8, 0.22), (0.6, 0.16), (0.4, 0.11), (0.2, 0.06))
 ROOM = 3.5  # floor half size and wall distance
 COVERAGE = 2.0  # tangent-scale factor of the object shells
+STRUCTURES = ("shells", "surface")
+# Share of plant.splat's Gaussians (a real trained 3DGS, ../shared/data) whose summed rendered
+# weight over 2 rings of 12 orbit views at 160x120 is near zero (metrics.hidden_share:
+# Σw < 1e-3 of the median Σw), measured by benchmarks/voda_removal3d.py --measure-plant (0.0331).
+# The "surface" objects put this share of their Gaussians inside the object.
+PLANT_HIDDEN_SHARE = 0.033
+OPACITY = (0.9, 0.99)  # shell opacities
 PALETTE = ((0.85, 0.2, 0.2), (0.2, 0.55, 0.9), (0.95, 0.8, 0.2), (0.3, 0.8, 0.35),
            (0.75, 0.35, 0.85), (0.95, 0.55, 0.2))
+
+
+@dataclass(frozen=True)
+class SceneParams:
+    """What the sweeps vary: object structure, shells and their opacity (how blind a rendered
+    loss is to the inside), object size, and the camera rig's distance to the objects."""
+
+    structure: str = "shells"
+    n_shells: int = len(LAYERS)
+    opacity: tuple = OPACITY
+    size_scale: float = 1.0
+    cam_radius: float = 2.8
 
 
 @dataclass
@@ -44,18 +65,77 @@ class Removal3DScene:
     depth: torch.Tensor      # [C,H,W] expected depth
 
 
+def shell_sizes(n: int, n_shells: int = len(LAYERS)) -> list[int]:
+    """Gaussians per shell of an object of n (surface first): the first n_shells LAYERS shares,
+    renormalised."""
+    if not 1 <= n_shells <= len(LAYERS):
+        raise ValueError(f"n_shells must be in [1, {len(LAYERS)}], got {n_shells}")
+    tot = sum(share for _, share in LAYERS[:n_shells])
+    return [max(8, round(n * share / tot)) for _, share in LAYERS[:n_shells]]
+
+
+def _inside(kind: str, p: torch.Tensor, size: float, margin: float = 0.0) -> torch.Tensor:
+    """bool [M]: points p [M,3] (centred) inside object_blob(kind, size)'s shape, at least
+    `margin` from its surface."""
+    if kind == "sphere":
+        return p.norm(dim=1) < 0.5 * size - margin
+    if kind == "box":
+        return p.abs().amax(1) < 0.5 * size - margin
+    if kind == "torus":
+        ring = p[:, :2].norm(dim=1) - 0.35 * size
+        return (ring ** 2 + p[:, 2] ** 2).sqrt() < 0.15 * size - margin
+    return (p[:, :2].norm(dim=1) < 0.35 * size - margin) & (p[:, 2].abs() < 0.5 * size - margin)
+
+
+def interior_gaussians(kind: str, center, size: float, color, object_id: int, n: int,
+                       gen: torch.Generator) -> GaussianModel:
+    """n small Gaussians scattered uniformly through the inside of a shape (what densification
+    leaves inside a trained object: any opacity, never seen past the surface)."""
+    pts = torch.zeros(0, 3)
+    while pts.shape[0] < n:
+        cand = (torch.rand(4 * n + 64, 3, generator=gen) - 0.5) * size
+        pts = torch.cat([pts, cand[_inside(kind, cand, size, 0.03 * size)]])  # off the surface
+    pts = pts[:n] + torch.tensor(center, dtype=torch.float32)
+    radius = 0.25 * size / max(n, 1) ** (1 / 3)  # about a quarter of the mean spacing
+    scales = radius * torch.exp(0.3 * torch.randn(n, 3, generator=gen))
+    q = F.normalize(torch.randn(n, 4, generator=gen), dim=1)
+    rgb = (torch.tensor(color)[None] * (0.7 + 0.3 * torch.rand(n, 1, generator=gen))).clamp(0, 1)
+    sh = rgb_to_sh(rgb)[:, None]
+    return GaussianModel(means=pts, quats=q, scales=scales.float(),
+                         opacities=0.2 + 0.75 * torch.rand(n, generator=gen), sh=sh,
+                         object_ids=torch.full((n,), int(object_id), dtype=torch.int64))
+
+
 def layered_object(kind: str, center, size: float, color, object_id: int, n: int, seed: int,
-                   squash: float = 1.0, coverage: float = COVERAGE) -> GaussianModel:
-    """An object as nested object_blob shells (LAYERS), optionally squashed horizontally about
-    its centre (thin objects: poles, slabs). coverage widens the shells' flat Gaussians (tangent
-    scales) so that, as on trained opaque surfaces, a ray saturates (T < 1e-4) within a shell."""
+                   squash: float = 1.0, coverage: float = COVERAGE, structure: str = "shells",
+                   n_shells: int = len(LAYERS), opacity=OPACITY,
+                   hidden_share: float = PLANT_HIDDEN_SHARE) -> GaussianModel:
+    """An object of n Gaussians: nested object_blob shells (structure "shells": shell_sizes,
+    surface first) or one surface shell followed by hidden_share·n interior_gaussians ("surface"),
+    optionally squashed horizontally about its centre (thin objects: poles, slabs). coverage
+    widens the shells' flat Gaussians (tangent scales) so that, as on trained opaque surfaces, a
+    ray saturates (T < 1e-4) within a shell; opacity is the shells' opacity range."""
+    if structure not in STRUCTURES:
+        raise ValueError(f"structure must be one of {STRUCTURES}, got {structure!r}")
+    if not 0 <= hidden_share < 1:
+        raise ValueError(f"hidden_share must be in [0, 1), got {hidden_share}")
     gen = torch.Generator().manual_seed(seed)
-    shells = [S.object_blob(kind, center, size * rel, color, object_id, max(8, round(n * share)),
-                            generator=gen, opacity_range=(0.9, 0.99)) for rel, share in LAYERS]
+    if structure == "shells":
+        rels = [rel for rel, _ in LAYERS[:n_shells]]
+        shells = [S.object_blob(kind, center, size * rel, color, object_id, k, generator=gen,
+                                opacity_range=opacity)
+                  for rel, k in zip(rels, shell_sizes(n, n_shells))]
+    else:
+        n_in = round(n * hidden_share)
+        shells = [S.object_blob(kind, center, size, color, object_id, n - n_in, generator=gen,
+                                opacity_range=opacity)]
     m = GaussianModel.cat(shells)
     scales = m.scales.clone()
     scales[:, :2] *= coverage  # object_blob's last axis is the normal: keep the shells thin
     m = replace(m, scales=scales)
+    if structure == "surface" and n_in:
+        m = GaussianModel.cat([m, interior_gaussians(kind, center, size, color, object_id, n_in,
+                                                     gen)])
     if squash != 1.0:
         c = torch.tensor(center, dtype=torch.float32)
         means = m.means.clone()
@@ -96,7 +176,8 @@ def _placements(split: str, n: int, gen: torch.Generator):
 
 
 def make_scene_model(split: str, seed: int = 0, n_objects: int | None = None,
-                     n_per_object: int = 450, n_floor: int = 1600, n_walls: int = 900):
+                     n_per_object: int = 450, n_floor: int = 1600, n_walls: int = 900,
+                     params: SceneParams = SceneParams()):
     """The Gaussians of one Removal-3D scene -> (GaussianModel with object_ids, n_objects)."""
     gen = torch.Generator().manual_seed(seed)
     n = int(torch.randint(3, 7, (1,), generator=gen)) if n_objects is None else int(n_objects)
@@ -106,16 +187,21 @@ def make_scene_model(split: str, seed: int = 0, n_objects: int | None = None,
              S.walls(n_walls, extent=ROOM, height=2.5, sides=("back", "front", "left", "right"),
                      seed=seed + 2)]
     for i, (kind, (x, y), size, squash) in enumerate(_placements(split, n, gen)):
+        size = size * params.size_scale  # the layout stays: a size sweep belongs on "isolated"
         z = S.object_half_height(kind, size) + 0.01
         parts.append(layered_object(kind, (x, y, z), size, PALETTE[i], i + 1, n_per_object,
-                                    seed=seed * 101 + i, squash=squash))
+                                    seed=seed * 101 + i, squash=squash,
+                                    structure=params.structure, n_shells=params.n_shells,
+                                    opacity=params.opacity))
     return GaussianModel.cat(parts), n
 
 
 def cameras(width: int = 160, height: int = 120, n_rings: int = 2, per_ring: int = 6,
-            offset_deg: float = 0.0):
-    """Views on hemisphere rings inside the room, looking at the objects."""
-    vm, K = S.hemisphere_rings(n_rings, per_ring, radius=2.8, target=(0.0, 0.0, 0.25),
+            offset_deg: float = 0.0, radius: float = 2.8):
+    """Views on hemisphere rings of `radius` inside the room, looking at the objects."""
+    if not 0 < radius < ROOM:
+        raise ValueError(f"radius must be in (0, {ROOM}) (inside the room), got {radius}")
+    vm, K = S.hemisphere_rings(n_rings, per_ring, radius=radius, target=(0.0, 0.0, 0.25),
                                width=width, height_px=height, fov_deg=60.0, min_elev_deg=28.0,
                                max_elev_deg=50.0)
     if offset_deg:
@@ -143,11 +229,13 @@ def render_views(model: GaussianModel, n_objects: int, viewmats, Ks, width: int,
 
 def make_removal3d(split: str, seed: int = 0, n_objects: int | None = None, width: int = 160,
                    height: int = 120, n_rings: int = 2, per_ring: int = 6, n_per_object: int = 450,
-                   rgb_optimised: bool = False, refit_iters: int = 25) -> Removal3DScene:
+                   rgb_optimised: bool = False, refit_iters: int = 25,
+                   params: SceneParams = SceneParams(), n_floor: int = 1600,
+                   n_walls: int = 900) -> Removal3DScene:
     """One Removal-3D scene with its training views rendered (and, for the RGB-optimised variant,
     its object Gaussians refitted to those views)."""
-    model, n = make_scene_model(split, seed, n_objects, n_per_object)
-    vm, K = cameras(width, height, n_rings, per_ring)
+    model, n = make_scene_model(split, seed, n_objects, n_per_object, n_floor, n_walls, params)
+    vm, K = cameras(width, height, n_rings, per_ring, radius=params.cam_radius)
     rgb, masks, depth = render_views(model, n, vm, K, width, height)
     if rgb_optimised:
         model = refit_objects(model, vm, K, width, height, rgb, refit_iters, seed)

@@ -83,8 +83,8 @@ def _sample_pixels(view: FrozenView, n: int, gen: torch.Generator) -> torch.Tens
 
 def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConfig | None = None,
                    lr: float = 0.02, seed: int = 0, log_every: int = 0) -> dict:
-    """Adam on the baseline's parameters for `iters` iterations, one view each. With voda, the
-    VODA loss is added after its warm-up. Returns {"iter_ms": mean time of the iterations after
+    """Adam on the baseline's parameters for `iters` iterations, one view each (views[i] is the
+    baseline's view i). With voda, the VODA loss is added after its warm-up. Returns {"iter_ms": mean time of the iterations after
     the warm-up (all of them if there are no others), "losses": [...]}."""
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
@@ -96,9 +96,14 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
     times, losses = [], []
     for it in range(iters):
         t0 = time.perf_counter()
-        v = views[int(torch.randint(len(views), (1,), generator=gen))]
+        vi = int(torch.randint(len(views), (1,), generator=gen))
+        v = views[vi]
+        baseline.set_view(vi)  # view-dependent 2D targets (distillation)
         rendered = render_features(v.meta, baseline.features, v.width, v.height)[0]  # [H,W,D]
         loss = baseline.render_loss(rendered, v.labels)
+        reg = baseline.regularizer(gen)  # Gaussian Grouping's 3D kNN term
+        if reg is not None:
+            loss = loss + reg
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if voda is not None and it >= voda.warmup:
