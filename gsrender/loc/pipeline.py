@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from gsrender.loc import lift as L
+from gsrender.loc import retrieval as RT
 from gsrender.loc import select as SEL
 from gsrender.loc import split as SP
 from gsrender.loc.features import Extractor
@@ -34,20 +35,23 @@ class MapConfig:
     min_obs: int = 1
 
 
-# SplitGS-Loc and the ablations of the issue: B0 = no split, all Gaussians, plain weighted
-# lifting (every association of the top-K with w ≥ 0.05, no consistency filter);
-# B1 = split without selection; B2 = selection without split.
+# SplitGS-Loc and its one-factor ablations: each differs from "splitgs" in exactly one component
+# and shares every other setting, the lifting thresholds included. "plain" turns all three off
+# (no split, every Gaussian, no consistency filter): the many-factor reference, not an ablation.
 PRESETS = {
     "splitgs": MapConfig(),
-    "B0": MapConfig(split=False, select=False, tau_a=0.05, min_consistency=0.0, min_obs=1),
-    "B1": MapConfig(select=False),
-    "B2": MapConfig(split=False),
+    "no_split": MapConfig(split=False),
+    "no_select": MapConfig(select=False),
+    "no_consistency": MapConfig(min_consistency=0.0),
+    "plain": MapConfig(split=False, select=False, min_consistency=0.0),
 }
 
 
-def build_map(model: GaussianModel, viewmats, Ks, images, width: int, height: int,
+def build_map(model: GaussianModel, viewmats, Ks, images, width, height,
               extractor: Extractor, config: MapConfig = MapConfig()) -> tuple[L.LiftedMap, dict]:
-    """-> (map, info) with info: n_gaussians (after split), n_selected, timings_s per stage."""
+    """-> (map, info) with info: n_gaussians (after split), n_selected, timings_s per stage.
+    width/height: ints, or one per view for cameras of different sizes. The map carries the
+    retrieval index (views per point, the views' VLAD descriptors)."""
     t = {}
     t0 = time.perf_counter()
     if config.split:
@@ -60,9 +64,10 @@ def build_map(model: GaussianModel, viewmats, Ks, images, width: int, height: in
     stats = WeightStats(model.means.new_zeros(N), model.means.new_zeros(N),
                         torch.zeros(N, dtype=torch.int32))
     t1 = time.perf_counter()
+    feats = []
     lifted = L.lift_features(model, viewmats, Ks, images, width, height, extractor,
                              tau_a=config.tau_a, top_k=config.top_k, tau_s=config.tau_s,
-                             stats_out=stats)
+                             stats_out=stats, features_out=feats)
     t["lift"] = time.perf_counter() - t1
     keep = None
     if config.select:
@@ -70,7 +75,8 @@ def build_map(model: GaussianModel, viewmats, Ks, images, width: int, height: in
                                     budget=config.budget,
                                     suppression_radius=config.suppression_radius)
     m = L.finalize_map(model, *lifted, keep=keep, min_consistency=config.min_consistency,
-                       min_obs=config.min_obs)
+                       min_obs=config.min_obs, n_views=viewmats.shape[0])
+    m.codebook, m.view_descriptors = RT.view_index(feats)
     t["total"] = time.perf_counter() - t0
     info = {"n_gaussians": N, "n_selected": N if keep is None else int(keep.numel()),
             "map_points": int(m.points.shape[0]), "timings_s": t, "config": asdict(config)}
