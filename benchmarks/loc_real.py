@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SNOW = ROOT.parent / "shared" / "data" / "snowmiku_small"
+SNOW = Path(os.environ.get("GSRENDER_DATA", ROOT.parent / "shared" / "data")) / "snowmiku_small"
 N_TEST = 4
 
 

@@ -43,11 +43,11 @@ PIPELINE_METHODS = ("splitgs", "no_split", "no_select", "no_consistency", "plain
 EXTERNAL_METHODS = ("depth_backproj", "triangulated")
 METHODS = PIPELINE_METHODS + EXTERNAL_METHODS
 PLACES = tuple(RM.QUERY_PLACES)
-# Sizes (shrunk to fit ~20 min on 2 shared cores): rooms of 80k Gaussians, 320×240 views, two
-# loops of 10 training views, 8 queries per place.
-SIZES = {"n_gaussians": 80_000, "width": 320, "height": 240, "views_per_loop": 10,
-         "queries_per_place": 8, "train_features": 2000, "query_features": 1500}
-QUICK = {"n_gaussians": 40_000, "views_per_loop": 6, "queries_per_place": 3}
+# Sizes (shrunk to fit ~25 min on 2 shared cores): rooms of 40k Gaussians, 320×240 views, two
+# loops of 6 training views, 3 queries per place (9 per room, 24 per place over the 8 rooms).
+SIZES = {"n_gaussians": 40_000, "width": 320, "height": 240, "views_per_loop": 6,
+         "queries_per_place": 3, "train_features": 2000, "query_features": 1500}
+QUICK = {"n_gaussians": 30_000, "views_per_loop": 6, "queries_per_place": 2}
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
        9: 2.262, 10: 2.228}
 
@@ -114,18 +114,20 @@ class Room:
                                        self.train_feats.__getitem__)
         self.tri_s = time.perf_counter() - t0
 
-    def build(self, method: str, smap):
-        """-> (map, build seconds excluding the shared training SIFT)."""
+    def build_all(self, smap) -> dict:
+        """Every method's map -> {method: (map, build seconds excluding the shared training
+        SIFT)}. The pipeline methods that share split + lifting settings share that pass; each
+        is charged the whole pass (split + lift) plus its own selection and filtering."""
+        maps = P.build_maps(smap, self.train_vm, self.train_K, self.views, self.W, self.H,
+                            self.train_feats.__getitem__,
+                            {name: P.preset(name) for name in PIPELINE_METHODS})
+        out = {name: (m, info["timings_s"]["total"]) for name, (m, info) in maps.items()}
         t0 = time.perf_counter()
-        if method == "triangulated":
-            return self.tri, self.tri_s
-        if method == "depth_backproj":
-            m = BL.depth_backprojection_map(smap, self.train_vm, self.train_K, self.views, self.W,
-                                            self.H, self.train_feats.__getitem__)
-        else:
-            m, _ = P.build_map(smap, self.train_vm, self.train_K, self.views, self.W, self.H,
-                               self.train_feats.__getitem__, P.preset(method))
-        return m, time.perf_counter() - t0
+        out["depth_backproj"] = (BL.depth_backprojection_map(
+            smap, self.train_vm, self.train_K, self.views, self.W, self.H,
+            self.train_feats.__getitem__), time.perf_counter() - t0)
+        out["triangulated"] = (self.tri, self.tri_s)
+        return out
 
     def evaluate(self, m) -> dict:
         """Per-query errors, inlier counts, matching+PnP time and inlier 3-d error."""
@@ -181,7 +183,8 @@ def aggregate(per_room: list[dict]) -> dict:
     return {k: mean_ci([r[k] for r in per_room]) for k in keys}
 
 
-def run(sz: dict, seeds, shares, progress) -> dict:
+def run(sz: dict, seeds, shares, progress, checkpoint=None) -> dict:
+    """checkpoint(raw) is called after every room (so an interrupted run keeps whole rooms)."""
     raw = {}  # raw[share][method] = list over rooms of per-room metric dicts (all, and by place)
     total = len(seeds) * len(shares)
     done, t_start = 0, time.perf_counter()
@@ -189,8 +192,9 @@ def run(sz: dict, seeds, shares, progress) -> dict:
         room = Room(seed, sz)
         for share in shares:
             smap = RM.degrade(room.room, merge_share=share, seed=seed + 1)
+            maps = room.build_all(smap)
             for name in METHODS:
-                m, build_s = room.build(name, smap)
+                m, build_s = maps[name]
                 r = room.evaluate(m)
                 res = {"all": room_metrics(r), "map_points": int(m.points.shape[0]),
                        "build_s": build_s, "n_map_gaussians": smap.num_gaussians}
@@ -205,6 +209,9 @@ def run(sz: dict, seeds, shares, progress) -> dict:
                      + f" | {el / 60:.1f} min, ETA {(total - done) * el / done / 60:.1f} min")
         dist = {p: float(room.query_dist[np.array(room.query_place) == p].mean()) for p in PLACES}
         raw.setdefault("query_dist_m", []).append(dist)
+        raw.setdefault("seeds_done", []).append(seed)
+        if checkpoint is not None:
+            checkpoint(raw)
     return raw
 
 
@@ -268,7 +275,7 @@ def plot(summary: dict, shares, outdir: Path) -> list[Path]:
             ax.errorbar(shares, m[:, 0] * scale, yerr=np.nan_to_num(m[:, 1]) * scale, capsize=3,
                         marker="o", label=name)
         ax.set_xlabel("merge share (per cell size)"), ax.set_ylabel(label), ax.grid(alpha=0.3)
-        ax.legend(fontsize=8), ax.set_title(f"{len(EVAL_SEEDS)} rooms, mean ± 95 % CI")
+        ax.legend(fontsize=8), ax.set_title("evaluation rooms, mean ± 95 % CI")
         fig.tight_layout(), fig.savefig(outdir / fname, dpi=110), plt.close(fig)
         paths.append(outdir / fname)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -290,12 +297,26 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 small rooms, share 0.5")
     ap.add_argument("--json", type=Path, help="write the summary (and per-room raw) here")
     ap.add_argument("--plots", type=Path, help="write the sweep PNGs into this folder")
+    ap.add_argument("--from-raw", type=Path,
+                    help="summarize the rooms of an earlier (possibly interrupted) run's "
+                         "<json>.raw.json instead of running")
     args = ap.parse_args(argv)
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     sz = {**SIZES, **(QUICK if args.quick else {})}
     seeds = EVAL_SEEDS[:2] if args.quick else EVAL_SEEDS
     shares = (MAIN_SHARE,) if args.quick else MERGE_SHARES
-    raw = run(sz, seeds, shares, lambda s: print(s, flush=True))
+    if args.from_raw:
+        raw = json.loads(args.from_raw.read_text())
+        seeds = raw["seeds_done"]
+    else:
+        ckpt = None
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            ckpt = lambda r: args.json.with_suffix(".raw.json").write_text(json.dumps(r))
+        raw = run(sz, seeds, shares, lambda s: print(s, flush=True), ckpt)
+    for share in shares:  # an interrupted run: only the rooms that finished every share
+        for name in METHODS:
+            raw[str(share)][name] = raw[str(share)][name][:len(seeds)]
     summary = summarize(raw, shares)
     print(f"\n{len(seeds)} rooms, merge share {MAIN_SHARE}, all places "
           f"(query distance m: { {p: round(v[0], 3) for p, v in summary['query_dist_m'].items()} }):")

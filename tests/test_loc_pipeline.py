@@ -19,6 +19,7 @@ from gsrender.scene import GaussianModel
 from gsrender.synthetic import intrinsics, look_at
 
 W, H = 96, 72
+TEXTURE_CORR = None  # the floor merges random cells: keypoints land on large Gaussians
 
 
 def _gaussians(means, scales, opacities):
@@ -72,8 +73,10 @@ def test_split_lowers_keypoint_3d_error_on_large_gaussian():
         best = m.descriptors.argmax(0)  # [36]: the map point each keypoint's code matches
         return float((m.points[best] - X).norm(dim=1).mean()), info
 
-    e_flat, _ = keypoint_error(P.preset("splitgs", split=False, min_views=0))
-    e_split, info = keypoint_error(P.preset("splitgs", min_views=0))
+    # no consistency filter here: 36 orthogonal codes on one Gaussian are inconsistent by design
+    e_flat, _ = keypoint_error(P.preset("splitgs", split=False, min_views=0, min_consistency=0.0))
+    e_split, info = keypoint_error(P.preset("splitgs", min_views=0, min_consistency=0.0,
+                                            max_growth=None))
     assert info["n_gaussians"] >= 9  # it did split
     assert e_flat == pytest.approx(float(X.norm(dim=1).mean()), rel=1e-3, abs=1e-3)
     assert e_split < 0.5 * e_flat
@@ -124,7 +127,8 @@ def _floor_scene():
     g = torch.Generator().manual_seed(3)
     floor = syn.ground_plane(40_000, half_size=1.0, generator=g)
     floor = replace(floor, sh=(RM.rich_texture(floor.means, seed=3) - 0.5)[:, None, :] / 0.28209479)
-    smap = RM.degrade(floor, merge_share=0.7, floater_share=0.0, jitter=0.0, seed=4)
+    smap = RM.degrade(floor, merge_share=0.7, texture_corr=TEXTURE_CORR, floater_share=0.0,
+                      jitter=0.0, seed=4)
     Wi, Hi = 256, 192
     a = torch.arange(8, dtype=torch.float64) * 2 * np.pi / 8
     eyes = torch.stack([0.25 * a.cos(), 0.25 * a.sin(), torch.full_like(a, 1.3)], 1).float()
@@ -141,8 +145,9 @@ def _floor_scene():
 
 def test_end_to_end_split_and_selection_with_sift():
     """SplitGS-Loc (split + selection + filtered lifting, OpenCV SIFT) on the degraded floor must
-    split and drop Gaussians, localize a held-out query to < 2 cm / 1°, and its inlier map points
-    must lie closer to the true surface than those of the same map built without the split."""
+    split and drop Gaussians, localize a held-out query to < 2 cm / 1°, and its matched map
+    points must lie closer to the true surface (and give more inliers) than those of the same
+    map built without the split."""
     pytest.importorskip("cv2")
     from gsrender.loc.features import SiftExtractor
     from gsrender.loc.query import localize
@@ -152,15 +157,14 @@ def test_end_to_end_split_and_selection_with_sift():
     train = [render(v) for v in vms]
 
     def err3d(m, res):
-        """Median distance of the inlier map points from where their query keypoints' rays
-        (true query pose) meet the floor z = 0."""
-        mm = res.matches[res.inliers]
-        kp = torch.from_numpy(res.keypoints[mm[:, 0]]).double()
+        """Median distance of the matched map points from where their query keypoints' rays
+        (true query pose) meet the floor z = 0 (every mutual match, inlier or not)."""
+        kp = torch.from_numpy(res.keypoints[res.matches[:, 0]]).double()
         Rq, tq, Kq = qvm[:3, :3].double(), qvm[:3, 3].double(), Ks[8].double()
         ray = torch.cat([(kp - Kq[:2, 2]) / Kq.diagonal()[:2], torch.ones(len(kp), 1)], 1) @ Rq
         c = -Rq.T @ tq
         X = c + ray * (-c[2] / ray[:, 2:])
-        return float((m.points[mm[:, 1]].double() - X).norm(dim=1).median())
+        return float((m.points[res.matches[:, 1]].double() - X).norm(dim=1).median())
 
     q = render(qvm)
     out = {}
@@ -175,7 +179,9 @@ def test_end_to_end_split_and_selection_with_sift():
     vm = qvm.double().numpy()
     te, re = LM.pose_errors(vm[:3, :3], vm[:3, 3], res.R, res.t)
     assert te < 0.02 and re < 1.0
-    assert e_split < 0.7 * out["no_split"][3]
+    # measured: 1.3 vs 3.4 cm and 279 vs 65 inliers
+    assert e_split < 0.6 * out["no_split"][3]
+    assert res.inliers.sum() > 2 * out["no_split"][2].inliers.sum()
 
 
 def test_cli_query_with_intrinsics_only_writes_colmap_poses(tmp_path):

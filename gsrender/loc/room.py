@@ -75,9 +75,13 @@ DEFAULT_MERGE_SHARE = 0.5
 # Which cells merge: densification leaves large Gaussians where the texture is flat. A cell's
 # merge score is texture_corr·z(flatness) + √(1 − texture_corr²)·noise (a Gaussian copula on the
 # normal score of minus its members' luminance spread); the top merge_share of cells merge.
-# 1 = strictly the flattest cells, 0 = random cells (the earlier grid degradation). The default
-# matches plant.splat's footprint–texture rank correlation (docs/localization.md,
-# benchmarks/loc_footprint_texture.py), chosen on the tuning rooms only.
+# 1 = strictly the flattest cells, 0 = random cells (the earlier grid degradation).
+# Measured (benchmarks/loc_footprint_texture.py, tuning rooms 0-1 only): the rank correlation of
+# footprint size with the gradient of the model's own rendering is -0.30 on plant.splat and
+# -0.34 to -0.37 on the degraded rooms for every texture_corr in [0, 1] (a large Gaussian renders
+# flat whatever was under it), so that statistic does not pin texture_corr; against the
+# ground-truth texture (which plant.splat lacks) it goes from -0.12 (0) to -0.27 (1). 0.8 is a
+# prior (densification leaves large Gaussians mostly, not only, where texture is flat).
 DEFAULT_TEXTURE_CORR = 0.8
 
 
