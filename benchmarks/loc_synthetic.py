@@ -37,7 +37,7 @@ from gsrender.loc.query import localize
 
 TUNING_SEEDS = (0, 1)
 EVAL_SEEDS = tuple(range(1000, 1008))
-MERGE_SHARES = (0.0, 0.3, 0.5, 0.7)
+MERGE_SHARES = (0.5, 0.0, 0.7, 0.3)  # the main share first (share-major run order)
 MAIN_SHARE = RM.DEFAULT_MERGE_SHARE
 PIPELINE_METHODS = ("splitgs", "no_split", "no_select", "no_consistency", "plain")
 EXTERNAL_METHODS = ("depth_backproj", "triangulated")
@@ -183,42 +183,52 @@ def aggregate(per_room: list[dict]) -> dict:
     return {k: mean_ci([r[k] for r in per_room]) for k in keys}
 
 
-def run(sz: dict, seeds, shares, progress, checkpoint=None) -> dict:
-    """checkpoint(raw) is called after every room (so an interrupted run keeps whole rooms)."""
-    raw = {}  # raw[share][method] = list over rooms of per-room metric dicts (all, and by place)
-    total = len(seeds) * len(shares)
-    done, t_start = 0, time.perf_counter()
-    for seed in seeds:
-        room = Room(seed, sz)
-        for share in shares:
-            smap = RM.degrade(room.room, merge_share=share, seed=seed + 1)
-            maps = room.build_all(smap)
-            for name in METHODS:
-                m, build_s = maps[name]
-                r = room.evaluate(m)
-                res = {"all": room_metrics(r), "map_points": int(m.points.shape[0]),
-                       "build_s": build_s, "n_map_gaussians": smap.num_gaussians}
-                for p in PLACES:
-                    res[p] = room_metrics(r, np.array(room.query_place) == p)
-                raw.setdefault(str(share), {}).setdefault(name, []).append(res)
-            done += 1
-            el = time.perf_counter() - t_start
-            s = {n: raw[str(share)][n][-1]["all"]["recall_2cm2deg"] for n in METHODS}
-            progress(f"[{done}/{total}] room {seed} share {share}: map {smap.num_gaussians} G; "
-                     f"R@2cm2° " + " ".join(f"{n} {100 * v:.0f}" for n, v in s.items())
-                     + f" | {el / 60:.1f} min, ETA {(total - done) * el / done / 60:.1f} min")
-        dist = {p: float(room.query_dist[np.array(room.query_place) == p].mean()) for p in PLACES}
-        raw.setdefault("query_dist_m", []).append(dist)
-        raw.setdefault("seeds_done", []).append(seed)
+def run(sz: dict, seeds, shares, progress, checkpoint=None, raw=None) -> dict:
+    """Share-major: every room at the first share (the main one) before the sweep's other
+    shares, so an interrupted run still has the main table over all rooms. Rooms are built once
+    and kept. checkpoint(raw) is called after every (share, room); raw resumes an earlier run
+    (its done (share, seed) pairs are skipped)."""
+    raw = {} if raw is None else raw  # raw[share][method] = per-room metric dicts, in raw["done"] order
+    done_pairs = {(str(a), int(b)) for a, b in raw.get("done", [])}
+    todo = [(sh, sd) for sh in shares for sd in seeds if (str(sh), sd) not in done_pairs]
+    rooms, t_start = {}, time.perf_counter()
+    for i, (share, seed) in enumerate(todo):
+        if seed not in rooms:
+            rooms[seed] = Room(seed, sz)
+            room = rooms[seed]
+            dist = {p: float(room.query_dist[np.array(room.query_place) == p].mean())
+                    for p in PLACES}
+            raw.setdefault("query_dist_m", {})[str(seed)] = dist
+        room = rooms[seed]
+        smap = RM.degrade(room.room, merge_share=share, seed=seed + 1)
+        maps = room.build_all(smap)
+        for name in METHODS:
+            m, build_s = maps[name]
+            r = room.evaluate(m)
+            res = {"all": room_metrics(r), "map_points": int(m.points.shape[0]),
+                   "build_s": build_s, "n_map_gaussians": smap.num_gaussians, "seed": seed}
+            for p in PLACES:
+                res[p] = room_metrics(r, np.array(room.query_place) == p)
+            raw.setdefault(str(share), {}).setdefault(name, []).append(res)
+        raw.setdefault("done", []).append([share, seed])
+        el = time.perf_counter() - t_start
+        s = {n: raw[str(share)][n][-1]["all"]["recall_2cm2deg"] for n in METHODS}
+        progress(f"[{i + 1}/{len(todo)}] room {seed} share {share}: map {smap.num_gaussians} G; "
+                 f"R@2cm2° " + " ".join(f"{n} {100 * v:.0f}" for n, v in s.items())
+                 + f" | {el / 60:.1f} min, ETA {(len(todo) - i - 1) * el / (i + 1) / 60:.1f} min")
         if checkpoint is not None:
             checkpoint(raw)
     return raw
 
 
 def summarize(raw: dict, shares) -> dict:
-    out = {"query_dist_m": {p: mean_ci([d[p] for d in raw["query_dist_m"]]) for p in PLACES}}
+    dists = list(raw["query_dist_m"].values())
+    out = {"query_dist_m": {p: mean_ci([d[p] for d in dists]) for p in PLACES}, "rooms": {}}
     for share in shares:
+        if str(share) not in raw:
+            continue
         rs = raw[str(share)]
+        out["rooms"][str(share)] = [r["seed"] for r in rs["splitgs"]]
         o = {}
         for name in METHODS:
             rooms = rs[name]
@@ -297,6 +307,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 small rooms, share 0.5")
     ap.add_argument("--json", type=Path, help="write the summary (and per-room raw) here")
     ap.add_argument("--plots", type=Path, help="write the sweep PNGs into this folder")
+    ap.add_argument("--resume", type=Path, help="continue the run in this <json>.raw.json")
     ap.add_argument("--from-raw", type=Path,
                     help="summarize the rooms of an earlier (possibly interrupted) run's "
                          "<json>.raw.json instead of running")
@@ -305,18 +316,18 @@ def main(argv=None) -> int:
     sz = {**SIZES, **(QUICK if args.quick else {})}
     seeds = EVAL_SEEDS[:2] if args.quick else EVAL_SEEDS
     shares = (MAIN_SHARE,) if args.quick else MERGE_SHARES
+    ap_raw = json.loads(args.from_raw.read_text()) if args.from_raw else None
+    if args.resume:
+        ap_raw = json.loads(args.resume.read_text())
     if args.from_raw:
-        raw = json.loads(args.from_raw.read_text())
-        seeds = raw["seeds_done"]
+        raw = ap_raw
     else:
         ckpt = None
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             ckpt = lambda r: args.json.with_suffix(".raw.json").write_text(json.dumps(r))
-        raw = run(sz, seeds, shares, lambda s: print(s, flush=True), ckpt)
-    for share in shares:  # an interrupted run: only the rooms that finished every share
-        for name in METHODS:
-            raw[str(share)][name] = raw[str(share)][name][:len(seeds)]
+        raw = run(sz, seeds, shares, lambda s: print(s, flush=True), ckpt, ap_raw)
+    shares = tuple(s for s in shares if str(s) in raw)
     summary = summarize(raw, shares)
     print(f"\n{len(seeds)} rooms, merge share {MAIN_SHARE}, all places "
           f"(query distance m: { {p: round(v[0], 3) for p, v in summary['query_dist_m'].items()} }):")
@@ -328,7 +339,7 @@ def main(argv=None) -> int:
         args.json.write_text(json.dumps({"sizes": sz, "seeds": list(seeds), "shares": list(shares),
                                          "summary": summary, "raw": raw}, indent=1))
     if args.plots and not args.quick:
-        print("plots:", *plot(summary, shares, args.plots))
+        print("plots:", *plot(summary, tuple(sorted(shares)), args.plots))
     return 0
 
 
