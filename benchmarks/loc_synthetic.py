@@ -285,7 +285,9 @@ def plot(summary: dict, shares, outdir: Path) -> list[Path]:
             ax.errorbar(shares, m[:, 0] * scale, yerr=np.nan_to_num(m[:, 1]) * scale, capsize=3,
                         marker="o", label=name)
         ax.set_xlabel("merge share (per cell size)"), ax.set_ylabel(label), ax.grid(alpha=0.3)
-        ax.legend(fontsize=8), ax.set_title("evaluation rooms, mean ± 95 % CI")
+        n = ", ".join(f"{sh}: {len(summary['rooms'][str(sh)])}" for sh in shares)
+        ax.legend(fontsize=8), ax.set_title(f"mean ± 95 % CI over rooms (rooms per share {n})",
+                                            fontsize=9)
         fig.tight_layout(), fig.savefig(outdir / fname, dpi=110), plt.close(fig)
         paths.append(outdir / fname)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -297,7 +299,8 @@ def plot(summary: dict, shares, outdir: Path) -> list[Path]:
     ax.set_xticks(d, [f"{p}\n{x:.2f} m" for p, x in zip(PLACES, d)])
     ax.set_xlabel("query distance from the nearest training camera"), ax.grid(alpha=0.3)
     ax.set_ylabel("recall @ 2 cm, 2° (%)"), ax.legend(fontsize=8)
-    ax.set_title(f"merge share {MAIN_SHARE}, mean ± 95 % CI over rooms")
+    ax.set_title(f"merge share {MAIN_SHARE}, mean ± 95 % CI over "
+                 f"{len(summary['rooms'][str(MAIN_SHARE)])} rooms")
     fig.tight_layout(), fig.savefig(outdir / "loc_query_distance.png", dpi=110), plt.close(fig)
     return paths + [outdir / "loc_query_distance.png"]
 
@@ -329,14 +332,14 @@ def main(argv=None) -> int:
         raw = run(sz, seeds, shares, lambda s: print(s, flush=True), ckpt, ap_raw)
     shares = tuple(s for s in shares if str(s) in raw)
     summary = summarize(raw, shares)
-    print(f"\n{len(seeds)} rooms, merge share {MAIN_SHARE}, all places "
+    print(f"\nrooms {summary['rooms'][str(MAIN_SHARE)]}, merge share {MAIN_SHARE}, all places "
           f"(query distance m: { {p: round(v[0], 3) for p, v in summary['query_dist_m'].items()} }):")
     print(table(summary, MAIN_SHARE))
     for p in PLACES:
         print(f"\nqueries {p}:\n" + table(summary, MAIN_SHARE, p))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"sizes": sz, "seeds": list(seeds), "shares": list(shares),
+        args.json.write_text(json.dumps({"sizes": sz, "rooms": summary["rooms"], "shares": list(shares),
                                          "summary": summary, "raw": raw}, indent=1))
     if args.plots and not args.quick:
         print("plots:", *plot(summary, tuple(sorted(shares)), args.plots))
