@@ -1,93 +1,102 @@
-"""SplitGS-Loc real-image check on ../shared/data/snowmiku_small (skipped when absent): the
-folder has real posed photos and SfM points but no trained 3DGS, so the scene is the SfM points
-as small isotropic Gaussians (1.5× the median nearest-neighbour spacing, their colours), refined
-for a few Adam steps on the training photos through gsrender.rasterize (colours, opacities,
-scales). The map is lifted from the training photos; every third photo is held out and localized.
-Translation errors are in the SfM model's units (the plush spans ~20 units)."""
+"""SplitGS-Loc on real photos, as a user would run it (skipped when ../shared/data/snowmiku_small is
+absent): `gsrender train` fits a 3DGS to the COLMAP scene (held-out views excluded), `gsrender
+loc build` lifts a map from the training photos, and `gsrender loc query --intrinsics` localizes
+the held-out photos from their intrinsics alone, writing a COLMAP images.txt. The written poses are
+then compared with the COLMAP poses (translation in SfM units: the plush spans ~20).
+
+    python benchmarks/loc_real.py [--steps 300] [--out out/loc_real] [--json out.json]
+"""
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import os
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-import gsrender
-from gsrender import io as gio
-from gsrender.loc import metrics as LM
-from gsrender.loc import pipeline as P
-from gsrender.loc.features import SiftExtractor
-from gsrender.loc.query import localize
-from gsrender.scene import GaussianModel, rgb_to_sh
+SNOW = Path(os.environ.get("GSRENDER_DATA", ROOT.parent / "shared" / "data")) / "snowmiku_small"
+N_TEST = 4
 
 
-def points_scene(xyz: np.ndarray, rgb: np.ndarray, seed: int = 0) -> GaussianModel:
-    means = torch.from_numpy(xyz).float()
-    N = means.shape[0]
-    g = torch.Generator().manual_seed(seed)
-    sample = means[torch.randperm(N, generator=g)[:2000]]
-    spacing = float(torch.cdist(sample, means).topk(2, largest=False).values[:, 1].median())
-    return GaussianModel(means=means, quats=torch.tensor([[1.0, 0, 0, 0]]).repeat(N, 1),
-                         scales=torch.full((N, 3), 1.5 * spacing), opacities=torch.full((N,), 0.9),
-                         sh=rgb_to_sh(torch.from_numpy(rgb).float() / 255)[:, None, :])
+def _camera_rows(cams, with_pose: bool) -> list[dict]:
+    rows = []
+    for c in cams:
+        r = {"file": c.name, "name": c.name, "width": c.width, "height": c.height,
+             "K": c.K.tolist()}
+        if with_pose:
+            r["viewmat_w2c_opencv"] = c.viewmat.tolist()
+        rows.append(r)
+    return rows
 
 
-def fit(model: GaussianModel, vms, Ks, W, H, photos, steps: int = 30) -> GaussianModel:
-    """A few Adam steps on colours, opacities and log-scales (positions stay at the SfM points)."""
-    rgb = (model.sh[:, 0] * 0.28209479177387814 + 0.5).clamp(0, 1)
-    p = {"rgb": rgb.clone().requires_grad_(), "lo": torch.logit(model.opacities).requires_grad_(),
-         "ls": model.scales.log().requires_grad_()}
-    opt = torch.optim.Adam([{"params": [p["rgb"]], "lr": 0.02}, {"params": [p["lo"]], "lr": 0.05},
-                            {"params": [p["ls"]], "lr": 0.01}])
-    for _ in range(steps):
-        out = gsrender.rasterize(model.means, model.quats, p["ls"].exp(), torch.sigmoid(p["lo"]),
-                                 p["rgb"].clamp(0, 1), vms, Ks, W, H)
-        loss = (out.colors - photos).abs().mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        return GaussianModel(means=model.means, quats=model.quats, scales=p["ls"].exp(),
-                             opacities=torch.sigmoid(p["lo"]).clamp(1e-3, 0.999),
-                             sh=rgb_to_sh(p["rgb"].clamp(0, 1))[:, None, :])
-
-
-def run_real(folder: Path, fit_steps: int = 10) -> dict | None:
-    if not (folder / "cameras_small.json").is_file():
+def run_real(folder: Path = SNOW, steps: int = 300, out: Path = Path("out/loc_real"),
+             methods=("splitgs", "no_split")) -> dict | None:
+    if not (folder / "sparse" / "0").is_dir():
         print(f"real-image check skipped: {folder} absent")
         return None
-    import imageio.v3 as iio
+    from gsrender.cli import main as cli
+    from gsrender.io import load_colmap_cameras, read_colmap_model
+    from gsrender.loc import metrics as LM
+    from gsrender.train.data import holdout_indices
 
+    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    cams = gio.load_cameras_json(folder / "cameras_small.json")
-    vms, Ks, W, H = gio.stack_cameras(cams)
-    photos = torch.from_numpy(np.stack([iio.imread(c.image_path) for c in cams])).float() / 255
-    xyz, rgb = np.load(folder / "sfm_points.npz")["xyz"], np.load(folder / "sfm_points.npz")["rgb"]
-    held = list(range(1, len(cams), 3))
-    train = [i for i in range(len(cams)) if i not in held]
-    model = points_scene(xyz, rgb)
-    if fit_steps:
-        model = fit(model, vms[train], Ks[train], W, H, photos[train], fit_steps)
-    t_fit = time.perf_counter() - t0
-    sift = SiftExtractor(n_features=2000)
-    res = {}
-    for name in ("splitgs", "B0"):
-        cfg = P.preset(name, max_growth=1.5)
-        tb = time.perf_counter()
-        m, info = P.build_map(model, vms[train], Ks[train], photos[train], W, H, sift, cfg)
-        build_s = time.perf_counter() - tb
-        te, re, ms = [], [], []
-        for q in held:
-            r = localize(photos[q], Ks[q].numpy(), m.points, m.descriptors, sift, reproj_px=4.0)
-            vm = vms[q].double().numpy()
-            e = LM.pose_errors(vm[:3, :3], vm[:3, 3], r.R, r.t) if r.success else (math.inf,) * 2
-            te.append(e[0]), re.append(e[1]), ms.append(r.timings_ms["total"])
-        res[name] = {"t_err_units": te, "r_err_deg": re, "map_points": info["map_points"],
-                     "build_s": build_s, "query_ms": float(np.median(ms))}
-        print(f"snowmiku {name}: map {info['map_points']} pts (build {build_s:.1f}s), held-out "
-              f"{len(held)} photos: t err " + ", ".join(f"{x:.3f}" for x in te)
-              + " units; r err " + ", ".join(f"{x:.2f}" for x in re) + " deg")
-    print(f"snowmiku scene: {model.num_gaussians} Gaussians from SfM points, {fit_steps} Adam "
-          f"steps ({t_fit:.1f}s), trained on {len(train)} photos, held out {held}")
+    assert cli(["train", "--colmap", str(folder), "--n-test", str(N_TEST), "--steps", str(steps),
+                "--sh-degree", "0", "--out", str(out / "train"), "--eval-every", "0",
+                "--snapshot-every", "0", "--no-progress", "--threads", "2"]) == 0
+    t_train = time.perf_counter() - t0
+    cams = load_colmap_cameras(folder / "sparse" / "0", folder / "images")
+    held = holdout_indices(len(cams), n_test=N_TEST)
+    train = [c for i, c in enumerate(cams) if i not in held]
+    test = [cams[i] for i in held]
+    (out / "train.json").write_text(json.dumps(_camera_rows(train, True)))
+    (out / "queries.json").write_text(json.dumps(_camera_rows(test, False)))  # no poses
+    res = {"steps": steps, "train_s": t_train, "held_out": [c.name for c in test]}
+    for name in methods:
+        mp = out / f"map_{name}.npz"
+        assert cli(["loc", "build", "--scene", str(out / "train" / "point_cloud.ply"),
+                    "--cameras-json", str(out / "train.json"), "--images", str(folder / "images"),
+                    "--method", name, "--out", str(mp)]) == 0
+        poses = out / f"poses_{name}"
+        assert cli(["loc", "query", "--map", str(mp), "--intrinsics", str(out / "queries.json"),
+                    "--images", str(folder / "images"), "--poses-out", str(poses),
+                    "--json", str(out / f"query_{name}.json")]) == 0
+        _, images = read_colmap_model(poses)
+        est = {im.name: im for im in images}
+        rows = json.loads((out / f"query_{name}.json").read_text())["queries"]
+        te, re = [], []
+        for c, row in zip(test, rows):
+            if c.name in est:
+                vm = est[c.name].viewmat()
+                gt = c.viewmat.double().numpy()
+                e = LM.pose_errors(gt[:3, :3], gt[:3, 3], vm[:3, :3], vm[:3, 3])
+            else:
+                e = (math.inf, math.inf)
+            te.append(e[0]), re.append(e[1])
+        res[name] = {"t_err_units": te, "r_err_deg": re, "inliers": [r["inliers"] for r in rows]}
+        print(f"snowmiku {name}: held-out {[c.name for c in test]}: t err "
+              + ", ".join(f"{x:.3f}" for x in te) + " units; r err "
+              + ", ".join(f"{x:.2f}" for x in re) + " deg; inliers "
+              + ", ".join(str(r["inliers"]) for r in rows), flush=True)
     return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--out", type=Path, default=Path("out/loc_real"))
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    res = run_real(SNOW, args.steps, args.out)
+    if args.json and res is not None:
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

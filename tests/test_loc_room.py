@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -59,17 +60,51 @@ def test_multi_scale_merging_leaves_the_expected_share_and_adds_floaters():
     assert torch.equal(same.means, again.means)  # seeded
 
 
-def test_pool_takes_medians_and_recalls_over_all_queries():
+def test_texture_driven_merge_prefers_flat_cells():
+    """texture_corr = 1 merges exactly the cells whose members' luminance spread is lowest;
+    texture_corr = 0 is blind to texture. Half of the floor is flat (one colour)."""
+    model = _floor(20000, seed=2)
+    flat = model.means[:, 0] < 0
+    rgb = torch.where(flat[:, None], torch.full((model.num_gaussians, 3), 0.5),
+                      torch.rand(model.num_gaussians, 3, generator=torch.Generator().manual_seed(0)))
+    model = replace(model, sh=((rgb - 0.5) / 0.28209479177387814)[:, None, :])
+    orig = {tuple(p) for p in model.means.tolist()}
+
+    def merged_share(corr):
+        out = RM.degrade(model, merge_share=0.5, merge_cells=0.1, texture_corr=corr,
+                         floater_share=0.0, jitter=0.0, seed=5)
+        kept = torch.tensor([tuple(p) in orig for p in out.means.tolist()])
+        kept_flat = (out.means[kept, 0] < 0).sum() / flat.sum()
+        kept_tex = (out.means[kept, 0] >= 0).sum() / (~flat).sum()
+        return float(kept_flat), float(kept_tex)
+
+    kf, kt = merged_share(1.0)
+    assert kf < 0.05 and kt > 0.9  # the flat half merged, the textured half kept
+    kf, kt = merged_share(0.0)
+    assert abs(kf - 0.5) < 0.15 and abs(kt - 0.5) < 0.15
+    with pytest.raises(ValueError, match="texture_corr"):
+        RM.degrade(model, texture_corr=1.5)
+
+
+def test_randomised_layouts_differ_per_seed_and_queries_sit_where_asked():
+    a, b = RM.make_room(4000, seed=1, randomize=True), RM.make_room(4000, seed=2, randomize=True)
+    assert a.means[:, 0].max() != pytest.approx(float(b.means[:, 0].max()), abs=1e-3)
+    tv, _ = RM.loop_cameras(8, radius=0.5, height=1.1)
+    gen = torch.Generator().manual_seed(0)
+    centres = lambda v: -(v[:, :3, :3].transpose(1, 2) @ v[:, :3, 3:])[..., 0]
+    for place, lo, hi in (("near", 0.0, 0.06), ("beyond", 0.25, 0.6)):
+        q, _ = RM.query_cameras(place, 6, tv, gen)
+        d = torch.cdist(centres(q.double()), centres(tv.double())).min(1).values
+        assert ((d >= lo) & (d <= hi)).all(), (place, d)
+
+
+def test_benchmark_aggregates_per_room_with_intervals():
     import loc_synthetic as B
 
-    def run(t, pts):
-        times = [{"features": 1.0, "matching": 2.0, "pnp": 3.0, "total": 6.0}] * len(t)
-        r = {"t_err": t, "r_err": [0.1] * len(t), "times": times, "inlier_ratio": [0.5] * len(t),
-             "err3d": [0.004] * len(t), "map_points": pts, "build_s": 1.0, "n_gaussians": 10,
-             "n_selected": 5}
-        return {m: r for m in B.METHODS}
-
-    res = B.pool([run([0.005, 0.015], 100), run([0.03, math.inf], 200)])["splitgs"]
-    assert res["median_t_cm"] == pytest.approx(2.25)  # median of 0.5, 1.5, 3, inf cm
-    assert res["recall_1cm1deg"] == 0.25 and res["recall_2cm2deg"] == 0.5
-    assert res["recall_5cm5deg"] == 0.75 and res["map_points"] == 150 and res["queries"] == 4
+    r = {"t_err": [0.005, 0.015, 0.03, math.inf], "r_err": [0.1] * 4, "ms": [5.0] * 4,
+         "inliers": [30] * 4, "err3d": [0.004, 0.004, math.nan, math.nan]}
+    m = B.room_metrics(r)
+    assert m["recall_1cm1deg"] == 0.25 and m["recall_2cm2deg"] == 0.5
+    assert m["median_t_cm"] == pytest.approx(2.25) and m["err3d_cm"] == pytest.approx(0.4)
+    mean, hw = B.mean_ci([0.5, 0.7, 0.6])
+    assert mean == pytest.approx(0.6) and hw == pytest.approx(4.303 * 0.1 / math.sqrt(3))

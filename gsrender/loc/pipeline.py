@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from gsrender.loc import lift as L
+from gsrender.loc import retrieval as RT
 from gsrender.loc import select as SEL
 from gsrender.loc import split as SP
 from gsrender.loc.features import Extractor
@@ -34,47 +35,80 @@ class MapConfig:
     min_obs: int = 1
 
 
-# SplitGS-Loc and the ablations of the issue: B0 = no split, all Gaussians, plain weighted
-# lifting (every association of the top-K with w ≥ 0.05, no consistency filter);
-# B1 = split without selection; B2 = selection without split.
+# SplitGS-Loc and its one-factor ablations: each differs from "splitgs" in exactly one component
+# and shares every other setting, the lifting thresholds included. "plain" turns all three off
+# (no split, every Gaussian, no consistency filter): the many-factor reference, not an ablation.
 PRESETS = {
     "splitgs": MapConfig(),
-    "B0": MapConfig(split=False, select=False, tau_a=0.05, min_consistency=0.0, min_obs=1),
-    "B1": MapConfig(select=False),
-    "B2": MapConfig(split=False),
+    "no_split": MapConfig(split=False),
+    "no_select": MapConfig(select=False),
+    "no_consistency": MapConfig(min_consistency=0.0),
+    "plain": MapConfig(split=False, select=False, min_consistency=0.0),
 }
 
 
-def build_map(model: GaussianModel, viewmats, Ks, images, width: int, height: int,
+# The settings of the split and lifting pass; configs that agree on them share one pass.
+_PASS_FIELDS = ("split", "rho_max", "split_levels", "split_k", "max_growth", "tau_s", "tau_a",
+                "top_k")
+
+
+def build_map(model: GaussianModel, viewmats, Ks, images, width, height,
               extractor: Extractor, config: MapConfig = MapConfig()) -> tuple[L.LiftedMap, dict]:
-    """-> (map, info) with info: n_gaussians (after split), n_selected, timings_s per stage."""
-    t = {}
-    t0 = time.perf_counter()
-    if config.split:
-        model, _ = SP.split_gaussians(model, viewmats, Ks, width, height, rho_max=config.rho_max,
-                                      levels=config.split_levels, k=config.split_k,
-                                      max_gaussians=None if config.max_growth is None else
-                                      int(config.max_growth * model.num_gaussians))
-    t["split"] = time.perf_counter() - t0
-    N = model.num_gaussians
-    stats = WeightStats(model.means.new_zeros(N), model.means.new_zeros(N),
-                        torch.zeros(N, dtype=torch.int32))
-    t1 = time.perf_counter()
-    lifted = L.lift_features(model, viewmats, Ks, images, width, height, extractor,
-                             tau_a=config.tau_a, top_k=config.top_k, tau_s=config.tau_s,
-                             stats_out=stats)
-    t["lift"] = time.perf_counter() - t1
-    keep = None
-    if config.select:
-        keep = SEL.select_gaussians(stats, model.means, min_views=config.min_views,
-                                    budget=config.budget,
-                                    suppression_radius=config.suppression_radius)
-    m = L.finalize_map(model, *lifted, keep=keep, min_consistency=config.min_consistency,
-                       min_obs=config.min_obs)
-    t["total"] = time.perf_counter() - t0
-    info = {"n_gaussians": N, "n_selected": N if keep is None else int(keep.numel()),
-            "map_points": int(m.points.shape[0]), "timings_s": t, "config": asdict(config)}
-    return m, info
+    """-> (map, info) with info: n_gaussians (after split), n_selected, timings_s per stage.
+    width/height: ints, or one per view for cameras of different sizes. The map carries the
+    retrieval index (views per point, the views' VLAD descriptors)."""
+    return build_maps(model, viewmats, Ks, images, width, height, extractor, {"map": config})["map"]
+
+
+def build_maps(model: GaussianModel, viewmats, Ks, images, width, height, extractor: Extractor,
+               configs: dict[str, MapConfig]) -> dict[str, tuple[L.LiftedMap, dict]]:
+    """build_map for several configs at once: those with the same split and lifting settings
+    (_PASS_FIELDS) share one split + lifting pass and differ only in selection and filtering
+    (an ablation of those is then exactly one factor, on the same lifted Gaussians)."""
+    groups: dict[tuple, list[str]] = {}
+    for name, cfg in configs.items():
+        groups.setdefault(tuple(getattr(cfg, f) for f in _PASS_FIELDS), []).append(name)
+    out = {}
+    base = model
+    for names in groups.values():
+        config = configs[names[0]]
+        t = {}
+        t0 = time.perf_counter()
+        model = base
+        if config.split:
+            model, _ = SP.split_gaussians(model, viewmats, Ks, width, height,
+                                          rho_max=config.rho_max, levels=config.split_levels,
+                                          k=config.split_k,
+                                          max_gaussians=None if config.max_growth is None else
+                                          int(config.max_growth * model.num_gaussians))
+        t["split"] = time.perf_counter() - t0
+        N = model.num_gaussians
+        stats = WeightStats(model.means.new_zeros(N), model.means.new_zeros(N),
+                            torch.zeros(N, dtype=torch.int32))
+        t1 = time.perf_counter()
+        feats = []
+        lifted = L.lift_features(model, viewmats, Ks, images, width, height, extractor,
+                                 tau_a=config.tau_a, top_k=config.top_k, tau_s=config.tau_s,
+                                 stats_out=stats, features_out=feats)
+        codebook, view_desc = RT.view_index(feats)
+        t["lift"] = time.perf_counter() - t1
+        for name in names:
+            cfg = configs[name]
+            t2 = time.perf_counter()
+            keep = None
+            if cfg.select:
+                keep = SEL.select_gaussians(stats, model.means, min_views=cfg.min_views,
+                                            budget=cfg.budget,
+                                            suppression_radius=cfg.suppression_radius)
+            m = L.finalize_map(model, *lifted, keep=keep, min_consistency=cfg.min_consistency,
+                               min_obs=cfg.min_obs, n_views=viewmats.shape[0])
+            m.codebook, m.view_descriptors = codebook, view_desc
+            tt = {**t, "select_filter": time.perf_counter() - t2}
+            tt["total"] = tt["split"] + tt["lift"] + tt["select_filter"]
+            out[name] = (m, {"n_gaussians": N, "n_selected": N if keep is None else
+                             int(keep.numel()), "map_points": int(m.points.shape[0]),
+                             "timings_s": tt, "config": asdict(cfg)})
+    return out
 
 
 def preset(name: str, **overrides) -> MapConfig:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gsrender.loc import retrieval as RT
 from gsrender.loc.features import Extractor, check_features
 
 DEFAULT_REPROJ_PX = 3.0
@@ -120,15 +121,29 @@ def solve_pnp(points2d: np.ndarray, points3d: np.ndarray, K: np.ndarray, width: 
 
 def localize(image, K, map_points: torch.Tensor, map_descriptors: torch.Tensor,
              extractor: Extractor, *, reproj_px: float = DEFAULT_REPROJ_PX,
-             iterations: int = DEFAULT_ITERATIONS, backend: str = "auto") -> PoseResult:
-    """Pose of one query image (RGB [H,W,3]) with intrinsics K [3,3] against the map."""
+             iterations: int = DEFAULT_ITERATIONS, backend: str = "auto",
+             top_k_views: int | None = None, point_views=None, view_descriptors=None,
+             codebook=None) -> PoseResult:
+    """Pose of one query image (RGB [H,W,3]) with intrinsics K [3,3] against the map.
+    top_k_views: match only against the points observed in the k training views most similar to
+    the query (retrieval; needs the map's point_views, view_descriptors and codebook)."""
     H, W = np.asarray(image).shape[:2] if not hasattr(image, "shape") else tuple(image.shape[:2])
     t = {}
     t0 = time.perf_counter()
     kps, desc = check_features(*extractor(image), "image")
     t1 = time.perf_counter()
     t["features"] = (t1 - t0) * 1e3
-    m = mutual_nn(torch.from_numpy(desc), map_descriptors)
+    qd = torch.from_numpy(desc)
+    subset = None
+    if top_k_views is not None:
+        if point_views is None or view_descriptors is None or codebook is None:
+            raise ValueError("top_k_views: the map has no retrieval index (rebuild it)")
+        views = RT.top_views(qd, view_descriptors, codebook, top_k_views)
+        subset = RT.points_in_views(point_views, views.numpy(), view_descriptors.shape[0])
+        m = mutual_nn(qd, map_descriptors[subset])
+        m[:, 1] = subset[m[:, 1]]
+    else:
+        m = mutual_nn(qd, map_descriptors)
     t2 = time.perf_counter()
     t["matching"] = (t2 - t1) * 1e3
     m_np = m.numpy()

@@ -26,6 +26,7 @@ from functools import cache
 
 import torch
 
+from gsrender.loc.stats import view_sizes
 from gsrender.reference import quat_to_rotmat
 from gsrender.scene import GaussianModel
 
@@ -122,15 +123,17 @@ def mixture_moments(means: torch.Tensor, covs: torch.Tensor, weights: torch.Tens
     return mu, cov
 
 
-def axis_footprints(means, quats, scales, viewmats, Ks, width: int, height: int,
+def axis_footprints(means, quats, scales, viewmats, Ks, width, height,
                     near_plane: float = 0.01) -> torch.Tensor:
     """Median over views of each principal axis' screen footprint in pixels: the length of the
     projected 1σ axis vector J·R_view·(s·u), with J the pinhole Jacobian at the mean. Views where
     the mean is behind the camera or outside the image do not vote; a Gaussian seen by no view
-    gets 0 (never split). means [N,3], quats [N,4], scales [N,3] -> [N,3]."""
+    gets 0 (never split). width/height: ints or one per view. means [N,3], quats [N,4],
+    scales [N,3] -> [N,3]."""
     axes = quat_to_rotmat(quats) * scales[:, None, :]  # [N,3,3]: column i = s_i·u_i
     fps = []
-    for vm, K in zip(viewmats.to(means.dtype), Ks.to(means.dtype)):  # one view at a time: [N,3,3]
+    sizes = view_sizes(width, height, viewmats.shape[0])
+    for vm, K, (width, height) in zip(viewmats.to(means.dtype), Ks.to(means.dtype), sizes):
         R, t = vm[:3, :3], vm[:3, 3]
         pc = means @ R.T + t  # [N,3]
         z = pc[:, 2]
@@ -148,7 +151,7 @@ def axis_footprints(means, quats, scales, viewmats, Ks, width: int, height: int,
     return torch.nan_to_num(med, nan=0.0)
 
 
-def split_gaussians(model: GaussianModel, viewmats, Ks, width: int, height: int, *,
+def split_gaussians(model: GaussianModel, viewmats, Ks, width, height, *,
                     rho_max: float = DEFAULT_RHO_MAX, levels: int = DEFAULT_LEVELS, k: int = 2,
                     max_gaussians: int | None = None,
                     max_opacity: float = MAX_OPACITY) -> tuple[GaussianModel, torch.Tensor]:

@@ -23,13 +23,27 @@ class WeightStats:
     n_views: torch.Tensor  # [N] int32: views in which it dominates some pixel (w > tau_s)
 
 
-def view_contributors(model: GaussianModel, viewmats, Ks, width: int, height: int, *,
+def view_sizes(width, height, n_views: int) -> list[tuple[int, int]]:
+    """Per-view (width, height): width/height are ints (every view) or sequences of n_views ints
+    (cameras of different image sizes)."""
+    ws = list(width) if hasattr(width, "__len__") else [width] * n_views
+    hs = list(height) if hasattr(height, "__len__") else [height] * n_views
+    if len(ws) != n_views or len(hs) != n_views:
+        raise ValueError(f"width/height: need one per view ({n_views}), got {len(ws)} and {len(hs)}")
+    out = [(int(w), int(h)) for w, h in zip(ws, hs)]
+    if any(w <= 0 or h <= 0 for w, h in out):
+        raise ValueError(f"width/height: must be positive, got {out}")
+    return out
+
+
+def view_contributors(model: GaussianModel, viewmats, Ks, width, height, *,
                       tau_s: float = DEFAULT_TAU_S, top_k: int = 4, tile_size: int = 16,
                       near_plane: float = 0.01) -> Iterator[tuple[int, WeightStats, torch.Tensor,
                                                                    torch.Tensor]]:
-    """Yields, per view c: (c, its WeightStats, topk_ids [H,W,K] int32, topk_weights [H,W,K])."""
+    """Yields, per view c: (c, its WeightStats, topk_ids [H,W,K] int32, topk_weights [H,W,K]).
+    width/height: ints or one per view (view_sizes)."""
     dt = model.means.dtype
-    for c in range(viewmats.shape[0]):
+    for c, (width, height) in enumerate(view_sizes(width, height, viewmats.shape[0])):
         vm, K = viewmats[c:c + 1].to(dt).contiguous(), Ks[c:c + 1].to(dt).contiguous()
         radii, means2d, depths, conics, opac2d = ops.project(
             model.means.contiguous(), model.quats.contiguous(), model.scales.contiguous(),
@@ -40,7 +54,7 @@ def view_contributors(model: GaussianModel, viewmats, Ks, width: int, height: in
         yield c, WeightStats(w_sum, w_max, n_views), ids[0], ws[0]
 
 
-def weight_stats(model: GaussianModel, viewmats, Ks, width: int, height: int, *,
+def weight_stats(model: GaussianModel, viewmats, Ks, width, height, *,
                  tau_s: float = DEFAULT_TAU_S, tile_size: int = 16) -> WeightStats:
     """Σw, max w and dominance view counts of every Gaussian over all the views."""
     N = model.num_gaussians
