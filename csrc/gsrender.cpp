@@ -64,7 +64,7 @@ PyObject* PyInit__C(void) {
 }
 
 TORCH_LIBRARY(gsrender, m) {
-  // EWA projection of 3D Gaussians into C cameras (DESIGN §3).
+  // EWA projection of 3D Gaussians into C cameras (docs/design.md §3).
   // means [N,3], quats [N,4] wxyz, scales [N,3], opacities [N], viewmats [C,4,4], Ks [C,3,3]
   // -> radii [C,N,2] int32 (0 = culled), means2d [C,N,2], depths [C,N], conics [C,N,3],
   //    opacities2d [C,N] (opacity × antialiasing compensation; 0 where culled)
@@ -93,7 +93,7 @@ TORCH_LIBRARY(gsrender, m) {
       "bin_tiles(Tensor means2d, Tensor radii, Tensor depths, int width, int height, "
       "int tile_size, bool sort) -> (Tensor, Tensor)");
 
-  // Per-pixel accumulation in the matrix formulation (DESIGN §4). colors carries every channel
+  // Per-pixel accumulation in the matrix formulation (docs/design.md §4). colors carries every channel
   // rendered in this pass (RGB, depth, features): [C,N,CH]. mode 0 = sorted, 1 = weighted
   // (weight_params = [sigma, beta, w_bg]). impl: 0 = matrix (CUDA: Tensor Cores, fp16 operands),
   // 1 = scalar per-pixel loop, 2 = matrix with bf16 operands, 3 = matrix with tf32 operands (the
@@ -123,7 +123,7 @@ TORCH_LIBRARY(gsrender, m) {
       "bool deterministic=False) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
 
-  // SplitGS-Loc composition-weight statistics (sorted-mode weights w = α·T, DESIGN §7), over the
+  // SplitGS-Loc composition-weight statistics (sorted-mode weights w = α·T, docs/design.md §7), over the
   // C views of one binning. Same projected inputs as rasterize_fwd.
   // -> w_sum [N] (Σw over views and pixels), w_max [N], n_views [N] int32 (views in which the
   //    Gaussian has w > tau_s at some pixel), topk_ids [C,H,W,top_k] int32 (-1 = none; by
@@ -133,7 +133,7 @@ TORCH_LIBRARY(gsrender, m) {
       "Tensor tile_offsets, Tensor flatten_ids, int width, int height, int tile_size, "
       "float tau_s, int top_k) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 
-  // VODA depth-aware contributors (DESIGN §7). Per pixel, its front-to-back
+  // VODA depth-aware contributors (docs/design.md §7). Per pixel, its front-to-back
   // contributors in sorted mode (same α, 1/255 cut, 0.99 clamp and order as rasterize_fwd), with
   // weight w = α·T and view depth z, grouped into depth clusters: entry k opens a new cluster
   // when z_k − z_{k−1} > tau_rel·z_{k−1} + tau_abs. The walk goes past the renderer's stop

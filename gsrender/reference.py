@@ -1,6 +1,6 @@
 """Dense pure-PyTorch reference renderer: the test oracle every backend is judged against.
 
-Written for exactness and clarity, not speed (DESIGN §3, §4). Every function works in the dtype
+Written for exactness and clarity, not speed (docs/design.md §3, §4). Every function works in the dtype
 and on the device of its inputs (float64 for oracle comparisons) and is differentiable with
 autograd in every float input. Rasterization is dense over pixels × Gaussians, processed in
 pixel chunks (checkpointed when gradients are needed) so memory stays bounded; it is meant for
@@ -119,7 +119,7 @@ def camera_centers(viewmats: torch.Tensor) -> torch.Tensor:
 def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: int,
             eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
             radius_clip: float = 0.0, antialiased: bool = False) -> dict:
-    """EWA projection of N Gaussians into C pinhole cameras (DESIGN §3, as gsplat).
+    """EWA projection of N Gaussians into C pinhole cameras (docs/design.md §3, as gsplat).
 
     means [N,3], quats [N,4] wxyz, scales [N,3], opacities [N], viewmats [C,4,4] world→camera,
     Ks [C,3,3]. Returns a dict:
@@ -373,7 +373,7 @@ def _prepare_raster(means2d, conics, opacities2d, depths, width, height, mode, w
 def rasterize(means2d, conics, opacities2d, colors, depths, width: int, height: int,
               backgrounds=None, mode: str = "sorted", weight_params=DEFAULT_WEIGHT_PARAMS,
               valid=None):
-    """Dense alpha compositing of projected Gaussians (DESIGN §3 "Alpha", §4 modes).
+    """Dense alpha compositing of projected Gaussians (docs/design.md §3 "Alpha", §4 modes).
 
     means2d [C,N,2], conics [C,N,3], opacities2d [C,N], colors [C,N,CH] (any CH ≥ 1), depths
     [C,N], backgrounds [C,CH] or None (zeros), valid [C,N] bool (default opacities2d > 0;

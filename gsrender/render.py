@@ -1,4 +1,4 @@
-"""The public renderer: rasterize() and RenderOutput (DESIGN §1, §3, §4)."""
+"""The public renderer: rasterize() and RenderOutput (docs/design.md §1, §3, §4)."""
 from __future__ import annotations
 
 import contextlib
@@ -105,7 +105,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
               deterministic: bool | None = None) -> RenderOutput:
     """Renders N Gaussians into C cameras: RGB, expected depth, alpha and D feature channels in one
     pass. Differentiable in means, quats, scales, opacities, colors, features, backgrounds and
-    viewmats. See DESIGN.md §3 for the conventions; shapes:
+    viewmats. See docs/design.md §3 for the conventions; shapes:
 
     means [N,3], quats [N,4] wxyz, scales [N,3] > 0, opacities [N] in [0,1], colors [N,3] or
     [C,N,3] (or SH [N,K,3] with sh_degree), viewmats [C,4,4] world-to-camera, Ks [C,3,3],
@@ -186,7 +186,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
 
 
 def packing_efficiency(meta: dict) -> float:
-    """Useful (contributing) pairs / pairs the kernel evaluated after packing (DESIGN §5.2)."""
+    """Useful (contributing) pairs / pairs the kernel evaluated after packing (docs/design.md §5.2)."""
     s = meta["stats"].sum(0)
     return float(s[2]) / max(float(s[1]), 1.0)
 

@@ -1,4 +1,4 @@
-"""Argument checks for the public API: every error names the argument (DESIGN §8)."""
+"""Argument checks for the public API: every error names the argument (docs/design.md §8)."""
 from __future__ import annotations
 
 import math

@@ -1,5 +1,5 @@
 """Bad input handling: gsrender.rasterize and the raw ops raise ValueError / TypeError whose
-message names the offending argument (DESIGN §8), never crash, and degenerate-but-valid scenes
+message names the offending argument (docs/design.md §8), never crash, and degenerate-but-valid scenes
 (no Gaussians, huge or off-screen Gaussians) render.
 
 Known defects are pinned by xfail(strict=True) tests whose reason says what is wrong; a crash is

@@ -2,7 +2,7 @@
 (gsplat.cuda._torch_impl, gsplat 1.5.3; importable without a GPU). Skipped when gsplat is absent.
 
 Documented difference: gsrender's radii are opacity-aware (k = sqrt(2 ln(255·o)) instead of gsplat's
-3.33, DESIGN §3 "Support"), and it culls Gaussians with o2d < 1/255 or whose tighter box is off
+3.33, docs/design.md §3 "Support"), and it culls Gaussians with o2d < 1/255 or whose tighter box is off
 screen. So radii are compared with that rule evaluated on gsplat's cov2d, and gsplat's are an upper
 bound; every other output is compared directly on the Gaussians gsrender keeps.
 """
@@ -50,7 +50,7 @@ def test_projection_matches_gsplat_torch_impl(antialiased):
         means, quats, scales, opac, vms, Ks, W, H, EPS2D, NEAR, FAR, 0.0, antialiased)
     g_radii, g_means2d, g_depths, g_conics, g_comp = _theirs(means, quats, scales, vms, Ks)
 
-    # gsrender's rule (DESIGN §3) evaluated on gsplat's cov2d (the inverse of its conic)
+    # gsrender's rule (docs/design.md §3) evaluated on gsplat's cov2d (the inverse of its conic)
     a, b, c = g_conics.unbind(-1)
     det_inv = a * c - b * b
     cov_xx, cov_yy = c / det_inv, a / det_inv

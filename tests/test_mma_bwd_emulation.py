@@ -1,4 +1,4 @@
-"""The Tensor Core BACKWARD rasterizer, proven on the CPU (DESIGN §5a, issue 3).
+"""The Tensor Core BACKWARD rasterizer, proven on the CPU (docs/design.md §5.4, issue 3).
 
 csrc/cpu/mma_bwd_emulation.cpp runs the backward kernel's own lane code (gsrender/mma_fragments.h,
 gsrender/mma_bwd_fragments.h) and operand preparation (gsrender/mma_bwd_operands.h) on emulated

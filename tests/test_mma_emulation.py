@@ -1,4 +1,4 @@
-"""The Tensor Core rasterizer's lane bookkeeping, proven on the CPU (DESIGN §5a).
+"""The Tensor Core rasterizer's lane bookkeeping, proven on the CPU (docs/design.md §5.4).
 
 csrc/cpu/mma_emulation.cpp runs the kernel's own lane functions (gsrender/mma_fragments.h) on an
 emulated warp: 32 lanes in lockstep, CUDA shuffle semantics, mma.m16n8k16 and ldmatrix.x2.trans

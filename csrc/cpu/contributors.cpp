@@ -1,4 +1,4 @@
-// Depth-aware contributors (VODA, DESIGN §7 step 1): per requested pixel, the front-to-back list
+// Depth-aware contributors (VODA, docs/design.md §7 step 1): per requested pixel, the front-to-back list
 // of Gaussians that reach α ≥ 1/255 there, with the renderer's weight w = α·T and view depth z,
 // split into depth-coherent clusters. The α, the 1/255 cut, the 0.99 clamp and the order are the
 // sorted rasterizer's (alpha.h, the tile lists of bin_tiles), so the first n_render weights of a

@@ -1,4 +1,4 @@
-// The CPU rasterizer's accumulation OUT = Wᵀ·F per 8-pixel row segment (DESIGN §4), register-
+// The CPU rasterizer's accumulation OUT = Wᵀ·F per 8-pixel row segment (docs/design.md §4), register-
 // blocked so an 8-pixel × kChanRegs-channel accumulator stays in vector registers. Feature rows
 // are given by pointer, so only the contributing Gaussians' rows are ever read (lazy fetch).
 #pragma once

@@ -1,4 +1,4 @@
-// TEST-ONLY op (DESIGN §5a): the Tensor Core BACKWARD rasterizer's warp (csrc/cuda/
+// TEST-ONLY op (docs/design.md §5.4): the Tensor Core BACKWARD rasterizer's warp (csrc/cuda/
 // rasterize_mma_bwd.cu), emulated on the CPU for one 16×16 tile, sorted or weighted. Per 8×4
 // sub-tile one warp walks the tile's list in chunks of 256 packed to its sub-tile, and per group of
 // 16 runs the kernel's own lane code (gsrender/mma_fragments.h, gsrender/mma_bwd_fragments.h) on

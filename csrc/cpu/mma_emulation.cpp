@@ -1,4 +1,4 @@
-// TEST-ONLY ops (DESIGN §5a): the Tensor Core rasterizer's warp, emulated on the CPU. One tile is
+// TEST-ONLY ops (docs/design.md §5.4): the Tensor Core rasterizer's warp, emulated on the CPU. One tile is
 // rendered the way the GPU kernel (csrc/cuda/kernels/rasterize_mma_fwd.cu) does, sorted or
 // weighted: per 8×4 sub-tile one warp packs the tile's depth-ordered list to the Gaussians whose
 // support box meets it (raster_tile.h's rule), then per batch of 16 every lane evaluates α for its (pixel,

@@ -1,4 +1,4 @@
-// What the two TEST-ONLY warp emulation files share (DESIGN §5a): the emulated tile's Gaussian
+// What the two TEST-ONLY warp emulation files share (docs/design.md §5.4): the emulated tile's Gaussian
 // list, and the backward's op (csrc/cpu/mma_bwd_emulation.cpp), registered in
 // csrc/cpu/mma_emulation.cpp's library fragment with the forward's emulation ops.
 #pragma once

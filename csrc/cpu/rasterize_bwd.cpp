@@ -1,4 +1,4 @@
-// CPU backward rasterizer (DESIGN §4 backward), on the forward's 8-pixel row segments: per tile
+// CPU backward rasterizer (docs/design.md §4 backward), on the forward's 8-pixel row segments: per tile
 // row, recompute the forward's α and transmittance in one front-to-back pass, then walk each
 // segment's contributing pairs back to front: dW = G·F and dF += Wᵀ·G, dA from the carried suffix
 // sums, and the elementwise chain to the 2D parameters, as vectors over the pixels. Per-tile partial gradients are reduced locally and
@@ -80,7 +80,7 @@ void backward_row(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam,
         const T tf = io.aux[pix];
         T g_bg = 0;
         for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c], g_bg += bg ? vr[c] * bg[c] : T(0);
-        // suffix-sum seed: the background and alpha-output terms of dA (DESIGN §4)
+        // suffix-sum seed: the background and alpha-output terms of dA (docs/design.md §4)
         t_final[sg][l] = tf;
         acc[sg][l] = tf * (g_bg - v_alpha[sg][l]);
         for (int64_t c = 0; c < CH; ++c) s.dbg[c] += tf * vr[c];

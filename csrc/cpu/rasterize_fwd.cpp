@@ -1,4 +1,4 @@
-// CPU forward rasterizer in the matrix formulation (DESIGN §4), on 8-pixel row segments: per tile
+// CPU forward rasterizer in the matrix formulation (docs/design.md §4), on 8-pixel row segments: per tile
 // row, W (its contributing Gaussians × 8 pixels) from the exact transmittance scan run as vectors
 // over the pixels, then OUT = Wᵀ·F as a register-blocked GEMM (gemm.h). docs/cpu.md walks through
 // it. impl = scalar keeps the one-pixel-at-a-time 3DGS loop as the in-house baseline.

@@ -1,4 +1,4 @@
-// Host-side warp emulator, used only by tests (DESIGN §5a): 32 lanes in lockstep as 32-wide
+// Host-side warp emulator, used only by tests (docs/design.md §5.4): 32 lanes in lockstep as 32-wide
 // vectors, CUDA's shuffle semantics, and mma.m16n8k16 / ldmatrix.x2.trans emulated from the
 // documented fragment layouts (gsrender/mma_fragments.h; ldmatrix.x4 and the full-warp xor for the
 // backward). The lane-generic functions of those headers run here unchanged with V = Lanes<float>,

@@ -1,4 +1,4 @@
-// Composition-weight statistics (SplitGS-Loc, DESIGN §7): for C views, per Gaussian Σw and max w
+// Composition-weight statistics (SplitGS-Loc, docs/design.md §7): for C views, per Gaussian Σw and max w
 // over every pixel of every view, the number of views in which it dominates some pixel
 // (w > tau_s), and per pixel the top-K contributors. w = α·T exactly as the sorted renderer
 // (gsrender/alpha.h: 1/255 cut, 0.99 clamp, 1e-4 early stop), walking the same tile lists.

@@ -9,7 +9,7 @@ Differences from gsplat (documented, deliberate):
   over visible (camera, Gaussian) pairs, with "camera_ids"/"gaussian_ids"), and meta["means2d"]
   is a leaf whose .grad (and .absgrad) a hook fills from the unpacked tensor's gradient.
 - channel_chunk only bounds gsplat's memory; gsrender renders any channel count in one pass.
-- Radii are gsrender's opacity-aware ones (DESIGN §3), not gsplat's 3σ ones.
+- Radii are gsrender's opacity-aware ones (docs/design.md §3), not gsplat's 3σ ones.
 """
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ means2D gradient: after backward, means2D.grad[:, :2] holds ∂L/∂(NDC 2D mean
 (0.0002) keeps its meaning. It is filled by a tensor hook on the projected means (gsrender's
 meta["means2d"]) that accumulates into means2D.grad; means2D itself takes no part in rendering.
 
-Other differences: radii [N] are max(radius_x, radius_y) of gsrender's opacity-aware box (DESIGN
-§3), not 3σ; the optional depth (settings.return_depth truthy) is expected depth Σ w z [1,H,W],
+Other differences: radii [N] are max(radius_x, radius_y) of gsrender's opacity-aware box
+(docs/design.md §3), not 3σ; the optional depth (settings.return_depth truthy) is expected depth Σ w z [1,H,W],
 not inverse depth; cov3D_precomp is not supported.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Feature lifting (DESIGN §7 SplitGS-Loc (3)): 2D descriptors of the posed training images
+"""Feature lifting (docs/design.md §7 SplitGS-Loc (3)): 2D descriptors of the posed training images
 lifted onto Gaussians. A keypoint is associated with the Gaussians among its pixel's top-K
 contributors whose composition weight is at least tau_a; each Gaussian's descriptor is the
 weighted mean Σw·d / ‖Σw·d‖ of its associations, and ‖Σw·d‖ / Σw ∈ [0, 1] (1 = every view agrees)

@@ -1,4 +1,4 @@
-"""Localization metrics (DESIGN §7): camera-centre translation error, rotation error
+"""Localization metrics (docs/design.md §7): camera-centre translation error, rotation error
 arccos((tr(RᵀR̂)−1)/2), medians and recalls over ALL queries (a failure counts as infinite)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Localizing a query image against a lifted map (DESIGN §7 SplitGS-Loc (4)): keypoints and
+"""Localizing a query image against a lifted map (docs/design.md §7 SplitGS-Loc (4)): keypoints and
 descriptors, mutual-nearest-neighbour matching in chunked matrix products (on the GPU when the
 map is there), then one PnP + RANSAC solve: PoseLib when importable, else OpenCV's
 solvePnPRansac with USAC MAGSAC. No iterative pose refinement."""

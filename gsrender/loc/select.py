@@ -1,4 +1,4 @@
-"""Multi-view selection (DESIGN §7 SplitGS-Loc (2)): keep the Gaussians that dominate some pixel
+"""Multi-view selection (docs/design.md §7 SplitGS-Loc (2)): keep the Gaussians that dominate some pixel
 (w > tau_s) in at least n_views views; optionally cap the count with spatial suppression."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Moment-preserving Mixture-of-Gaussians split (DESIGN §7 SplitGS-Loc (1)).
+"""Moment-preserving Mixture-of-Gaussians split (docs/design.md §7 SplitGS-Loc (1)).
 
 A Gaussian N(μ, Σ), Σ = R S² Rᵀ, is split along a principal axis u (a column of R) with scale s
 into K children: mean μ + m_k·s·u, scale σ̃_k·s along u (other axes unchanged), mixture weight w_k.
@@ -31,7 +31,7 @@ from gsrender.reference import quat_to_rotmat
 from gsrender.scene import GaussianModel
 
 LIBRARY_SIZES = (2, 3, 4)
-# The median screen footprint (px) above which an axis is split; the DESIGN's "~2 px".
+# The median screen footprint (px) above which an axis is split; docs/design.md §7's "~2 px".
 DEFAULT_RHO_MAX = 2.0
 DEFAULT_LEVELS = 2
 MAX_OPACITY = 0.99

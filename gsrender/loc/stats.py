@@ -10,7 +10,7 @@ import torch
 from gsrender import ops
 from gsrender.scene import GaussianModel
 
-# A Gaussian "dominates" a pixel when its composition weight there exceeds this. DESIGN §7 says
+# A Gaussian "dominates" a pixel when its composition weight there exceeds this. docs/design.md §7 says
 # 0.5; on the benchmark's maps neighbouring surfels and split children overlap so much that
 # w > 0.5 keeps only ~1 % of the Gaussians (too few to lift), while 0.2 keeps ~15–25 %.
 DEFAULT_TAU_S = 0.2

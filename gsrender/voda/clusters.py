@@ -8,7 +8,7 @@ import torch
 
 from gsrender import ops
 
-# DESIGN §7 defaults: a new cluster when z_k − z_{k−1} > tau_rel·z_{k−1} + tau_abs
+# docs/design.md §7 defaults: a new cluster when z_k − z_{k−1} > tau_rel·z_{k−1} + tau_abs
 TAU_REL = 0.03
 TAU_ABS = 0.0
 K_MAX = 96

@@ -1,4 +1,4 @@
-"""The VODA objective (DESIGN §7 steps 2-5), plug-and-play on top of a baseline's rendered loss.
+"""The VODA objective (docs/design.md §7 steps 2-5), plug-and-play on top of a baseline's rendered loss.
 
 Per labelled pixel: cluster features F_c = Σwᵢfᵢ/Σwᵢ; the cluster that best explains the label,
 c* = argmax_c W_c·s(F_c, label) (s from the baseline: class probability or cosine); a volumetric

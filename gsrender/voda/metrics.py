@@ -1,4 +1,4 @@
-"""Removal-3D metrics (DESIGN §7): remove the selected set S, re-render expected depth and compare
+"""Removal-3D metrics (docs/design.md §7): remove the selected set S, re-render expected depth and compare
 with the depth of the scene without the true object Gaussians (D_exp).
 
 All depth maps here are expected depths ED = Σwᵢzᵢ / Σwᵢ [C,H,W] with their alphas; a pixel whose

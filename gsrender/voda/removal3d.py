@@ -1,5 +1,5 @@
 """Removal-3D: seeded procedural scenes with ground-truth per-Gaussian object ids for measuring how
-much of an object a 3D segmentation actually selects (DESIGN §7, issue #4).
+much of an object a 3D segmentation actually selects (docs/design.md §7, issue #4).
 
 A scene is a textured floor and walls stored completely (also under the objects) plus 3-6
 objects of one of two structures: "shells", nested shells of gsrender.synthetic.object_blob (the

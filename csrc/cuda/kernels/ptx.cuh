@@ -1,4 +1,4 @@
-// Named inline-PTX wrappers of the Tensor Core rasterizer (DESIGN §5, §5a): warp MMA, ldmatrix and
+// Named inline-PTX wrappers of the Tensor Core rasterizer (docs/design.md §5, §5.4): warp MMA, ldmatrix and
 // cp.async. Only these touch PTX; the lane bookkeeping around them lives in
 // gsrender/mma_fragments.h, where the host warp emulator tests it. Everything here needs sm_80+;
 // on older targets (or in host passes) the wrappers compile to a trap so a wrong dispatch is loud.

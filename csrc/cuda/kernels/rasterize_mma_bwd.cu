@@ -1,4 +1,4 @@
-// Tensor Core backward rasterizer (DESIGN §4 backward, §5): float32 inputs, 16×16 tiles, sm_80+,
+// Tensor Core backward rasterizer (docs/design.md §4 backward, §5): float32 inputs, 16×16 tiles, sm_80+,
 // f16 or bf16 operands with f32 accumulation. The tiles, warps, packing and the W recompute are
 // the forward kernel's (rasterize_mma_fwd.cu): one block per tile, one 8×4 sub-tile per warp, the
 // list walked front to back in chunks of 256, packed per warp into groups of 16, W rebuilt in

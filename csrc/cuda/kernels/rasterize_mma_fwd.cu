@@ -1,4 +1,4 @@
-// Tensor Core forward rasterizer (DESIGN §4, §5): float32 inputs, 16×16 tiles, sm_80+.
+// Tensor Core forward rasterizer (docs/design.md §4, §5): float32 inputs, 16×16 tiles, sm_80+.
 //
 // Block = one tile, 8 warps; warp w owns the 8×4 sub-tile at (8·(w&1), 4·(w>>1)) of the tile,
 // i.e. two m16 row blocks of 16 pixels (gsrender/mma_fragments.h has the pixel ↔ fragment maps).

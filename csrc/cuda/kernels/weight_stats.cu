@@ -1,4 +1,4 @@
-// CUDA weight_stats (SplitGS-Loc, DESIGN §7): one block per tile, one thread per pixel, the
+// CUDA weight_stats (SplitGS-Loc, docs/design.md §7): one block per tile, one thread per pixel, the
 // tile's list staged through shared memory as in the scalar rasterizer; w = α·T with the sorted
 // renderer's α, cut, clamp and early stop (gsrender/alpha.h). Per contributing pair: Σw by
 // atomicAdd, max w by an integer atomicMax on the bit pattern (w ≥ 0 orders like its bits), the

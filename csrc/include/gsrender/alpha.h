@@ -1,4 +1,4 @@
-// Alpha of a (pixel, Gaussian) pair and its vector-Jacobian product (DESIGN §3 "Alpha").
+// Alpha of a (pixel, Gaussian) pair and its vector-Jacobian product (docs/design.md §3 "Alpha").
 // Shared by every rasterizer (CPU matrix, CPU scalar, CUDA) so they evaluate one formula.
 #pragma once
 #include <cmath>

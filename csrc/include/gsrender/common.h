@@ -1,5 +1,5 @@
 // Shared by the CPU and CUDA backends: the host/device qualifier and the constants of the
-// rendering contract (DESIGN §3).
+// rendering contract (docs/design.md §3).
 #pragma once
 
 #if defined(__CUDACC__)

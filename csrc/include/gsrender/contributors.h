@@ -1,4 +1,4 @@
-// The VODA contributors op (DESIGN §7 step 1), shared by the CPU and CUDA backends: the argument
+// The VODA contributors op (docs/design.md §7 step 1), shared by the CPU and CUDA backends: the argument
 // checks; one pixel's walk (torch-free, for the kernels) is in gsrender/contributors_walk.h.
 #pragma once
 #include <ATen/ATen.h>

@@ -1,4 +1,4 @@
-// One pixel's contributor walk of the VODA contributors op (DESIGN §7 step 1), GSR_HOST_DEVICE
+// One pixel's contributor walk of the VODA contributors op (docs/design.md §7 step 1), GSR_HOST_DEVICE
 // and torch-free: the CPU backend, the CUDA kernel and the launch layer share it, so both
 // backends list the same entries with the same weights and clusters.
 #pragma once

@@ -1,4 +1,4 @@
-// The Tensor Core backward's operands (DESIGN §5a), prepared with ATen for its CPU warp emulator
+// The Tensor Core backward's operands (docs/design.md §5.4), prepared with ATen for its CPU warp emulator
 // (the CUDA launcher computes the same values on the device, csrc/cuda/kernels/mma_operands.cuh):
 //   G = v_render (weighted: divided by Σw + w_bg), G·OUT per pixel, per-channel s_G = max |G|,
 //   Ĝ = G / s_G and F̃ = F·s_G / s_F (s_F = max |F·s_G|) rounded to f16 / bf16, channels padded to

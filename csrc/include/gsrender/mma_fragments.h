@@ -1,4 +1,4 @@
-// Lane-level bookkeeping of the Tensor Core rasterizer (DESIGN §5.1, §5a): which (pixel, Gaussian)
+// Lane-level bookkeeping of the Tensor Core rasterizer (docs/design.md §5.1, §5.4): which (pixel, Gaussian)
 // pairs and (Gaussian, channel) elements each lane owns for
 // `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`, α for the lane's pairs, the transmittance
 // scan along a row inside a quad with the exact early stop, f16x2 packing and the C-fragment →
@@ -38,7 +38,7 @@ namespace mma {
 
 constexpr int kWarpSize = 32;
 constexpr int kM = 16, kN = 8, kK = 16;  // m16n8k16: 16 pixels × 8 channels × 16 Gaussians
-constexpr int kSubW = 8, kSubH = 4;      // a warp's sub-tile (DESIGN §5.1)
+constexpr int kSubW = 8, kSubH = 4;      // a warp's sub-tile (docs/design.md §5.1)
 constexpr int kBlocks = 2;               // m16 row blocks per sub-tile
 
 GSR_HOST_DEVICE int lane_group(int lane) { return lane >> 2; }  // g
@@ -158,7 +158,7 @@ GSR_HOST_DEVICE void row_prefix_sum(const V (&x)[4], const I& t, Q& q, V (&befor
   total = tot_lo + tot_hi;
 }
 
-// One pixel row of one m16 block for one batch of 16 Gaussians (DESIGN §4, sorted mode):
+// One pixel row of one m16 block for one batch of 16 Gaussians (docs/design.md §4, sorted mode):
 //   in:  alpha[j] of the lane's 4 columns, pos1[j] = list position + 1 of column j (0 = padding),
 //        trans = T before the batch, done = the pixel stopped earlier (or is outside the image)
 //   out: w[j] = A·T·[T·(1−A) ≥ 1e-4] with everything from the first stop on excluded,

@@ -1,6 +1,6 @@
 // EWA projection of ONE Gaussian into ONE camera, forward and backward (vector-Jacobian
 // products), as GSR_HOST_DEVICE functions so the CPU and CUDA backends run the same formulas.
-// The rule is DESIGN §3 / brief "Projection"; it matches gsplat's fully_fused_projection plus
+// The rule is docs/design.md §3 / brief "Projection"; it matches gsplat's fully_fused_projection plus
 // opacity-aware radii.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Which pixels a projected Gaussian can touch, and the tile grid. Shared by binning, packing and
-// both backends, so the image never depends on tile size or packing (DESIGN §3 "Support").
+// both backends, so the image never depends on tile size or packing (docs/design.md §3 "Support").
 #pragma once
 #include <cmath>
 

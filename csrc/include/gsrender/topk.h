@@ -1,4 +1,4 @@
-// weight_stats' per-pixel top-K insertion (SplitGS-Loc, DESIGN §7), GSR_HOST_DEVICE and
+// weight_stats' per-pixel top-K insertion (SplitGS-Loc, docs/design.md §7), GSR_HOST_DEVICE and
 // torch-free: both backends rank ties alike.
 #pragma once
 #include <cstdint>

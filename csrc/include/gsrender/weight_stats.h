@@ -1,4 +1,4 @@
-// weight_stats (SplitGS-Loc, DESIGN §7), shared by the CPU and CUDA backends: the argument checks
+// weight_stats (SplitGS-Loc, docs/design.md §7), shared by the CPU and CUDA backends: the argument checks
 // (the per-pixel top-K insertion both backends run is in the torch-free gsrender/topk.h).
 #pragma once
 #include <ATen/ATen.h>
