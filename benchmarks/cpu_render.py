@@ -425,8 +425,8 @@ def targets_markdown(rows, big, gemm, res, env) -> str:
     for t in res:
         extra = f" ({t['gflops']:.1f} vs {t['sgemm']:.1f} GFLOP/s)" if t.get("gflops") else ""
         lines.append(f"| {t['target']} | {t['goal']} | {_f(t['value'], '.3g')}{extra} | {'yes' if t['ok'] else 'no'} |")
-    lines += ["", f"Medians after a warm-up; sgemm: tile-shaped torch.bmm [256,32]×[32,CH] in the same run. "
-              f"Stage columns in ms."]
+    lines += ["", "Medians after a warm-up; sgemm: tile-shaped torch.bmm [256,32]×[32,CH] in the same run. "
+              "Stage columns in ms."]
     return "\n".join(lines) + "\n"
 
 

@@ -12,8 +12,7 @@ import torch
 
 from gsrender.loc.features import Extractor, check_features
 from gsrender.loc.retrieval import pack_views
-from gsrender.loc.stats import (DEFAULT_TAU_S, WeightStats, merge_stats, view_contributors,
-                                view_sizes)
+from gsrender.loc.stats import DEFAULT_TAU_S, WeightStats, merge_stats, view_contributors, view_sizes
 from gsrender.scene import GaussianModel
 
 # Chosen on the first synthetic room (benchmarks/loc_synthetic.py, one 20 cm merge scale) and
