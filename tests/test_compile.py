@@ -53,14 +53,14 @@ def _leaves(scene: dict) -> dict:
                 else v) for k, v in scene.items()}
 
 
-def _check_same(fn, compiled, scene: dict, atol: float = 0.0):
+def _check_same(fn, compiled, scene: dict, atol: float = 0.0, rtol: float = 0.0):
     """compiled(**scene) == fn(**scene), and so are the gradients of a random projection of all
     outputs with respect to every differentiable input."""
     a, b = _leaves(scene), _leaves(scene)
     out_e, out_c = fn(**a), compiled(**b)
     assert len(out_e) == len(out_c)
     for e, c in zip(out_e, out_c):
-        torch.testing.assert_close(c, e, rtol=0, atol=atol)
+        torch.testing.assert_close(c, e, rtol=rtol, atol=atol)
     g = torch.Generator().manual_seed(7)
     weights = [torch.randn(e.shape, generator=g, dtype=e.dtype) for e in out_e]
     sum((e * w).sum() for e, w in zip(out_e, weights)).backward()
@@ -69,7 +69,8 @@ def _check_same(fn, compiled, scene: dict, atol: float = 0.0):
         if a.get(k) is None:
             continue
         assert b[k].grad is not None, f"no gradient for {k} through the compiled function"
-        torch.testing.assert_close(b[k].grad, a[k].grad, rtol=0, atol=atol, msg=k)
+        torch.testing.assert_close(b[k].grad, a[k].grad, rtol=rtol, atol=atol,
+                                   msg=lambda m, k=k: f"{k}: {m}")
         assert a[k].grad.abs().sum() > 0, f"{k}: zero gradient, the comparison is vacuous"
 
 
@@ -88,7 +89,9 @@ def _render_fn(mode: str, sh_degree, **fixed):
 
 def test_compile_rasterize_fullgraph_matches_eager():
     f = _render_fn("sorted", 1)
-    _check_same(f, torch.compile(f, fullgraph=True), _scene(sh_degree=1), atol=1e-6)
+    # inductor fuses the glue ops into its own vectorised code: float32 rounding differs from
+    # eager's, relative to each value's size (v_viewmats sums over every Gaussian)
+    _check_same(f, torch.compile(f, fullgraph=True), _scene(sh_degree=1), atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["sorted", "weighted"])
