@@ -424,9 +424,11 @@ def test_weighted_is_order_independent(dtype):
     perm = torch.randperm(scene.N, generator=torch.Generator().manual_seed(0))
     a = render(scene, mode="weighted")
     b = render(scene.subset(perm), mode="weighted")
+    # a permutation reorders the float sums: relative to the channel's magnitude (depths reach ~5)
     tol = 1e-12 if dtype == F64 else 2e-6
     for k in ("colors", "depths", "alphas", "features"):
-        assert (getattr(a, k) - getattr(b, k)).abs().max() <= tol, k
+        scale = max(1.0, getattr(a, k).abs().max().item())
+        assert (getattr(a, k) - getattr(b, k)).abs().max() <= tol * scale, k
     # sorted mode depends on the depth order only (no exact ties here)
     a, b = render(scene), render(scene.subset(perm))
     for k in ("colors", "depths", "alphas", "features"):
