@@ -7,6 +7,8 @@
 #include <stdexcept>
 
 #include "cpu/isa.h"
+#include "gsrender/common.h"
+#include "gsrender/validation.h"
 
 namespace {
 
@@ -38,7 +40,32 @@ PyObject* py_set_cpu_isa(PyObject*, PyObject* arg) {
   return nullptr;
 }
 
+// The rendering contract's thresholds (gsrender/common.h): Python's float64 reference and the
+// tests read them here, so each threshold has one definition.
+PyObject* py_contract(PyObject*, PyObject*) {
+  return Py_BuildValue("{s:d,s:d,s:d,s:d}", "alpha_min", gsrender::kAlphaMin, "alpha_min_inv",
+                       gsrender::kAlphaMinInv, "alpha_max", gsrender::kAlphaMax,
+                       "transmittance_min", gsrender::kTransmittanceMin);
+}
+
+PyObject* py_validation(PyObject*, PyObject*) { return PyBool_FromLong(gsrender::validation_enabled()); }
+
+PyObject* py_set_validation(PyObject*, PyObject* arg) {
+  if (!PyBool_Check(arg)) {
+    PyErr_SetString(PyExc_TypeError, "set_validation(on): on must be a bool");
+    return nullptr;
+  }
+  gsrender::set_validation(arg == Py_True);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
+    {"contract", py_contract, METH_NOARGS,
+     "contract() -> dict: the alpha cut (and its reciprocal), alpha clamp and transmittance stop"},
+    {"validation", py_validation, METH_NOARGS,
+     "validation() -> bool: whether CUDA calls check tensor values (gsrender/validation.h)"},
+    {"set_validation", py_set_validation, METH_O,
+     "set_validation(on: bool): check tensor values on CUDA too (a host sync per check)"},
     {"cpu_isa", py_cpu_isa, METH_NOARGS, "cpu_isa() -> str: the ISA the CPU kernels run now"},
     {"cpu_isas", py_cpu_isas, METH_NOARGS,
      "cpu_isas() -> list[str]: the ISAs this CPU runs, best first"},
@@ -50,10 +77,12 @@ PyMethodDef methods[] = {
 
 extern "C" {
 // Importing gsrender._C loads this library, which runs the static registrations below, and
-// applies GSRENDER_CPU_ISA (an ISA this CPU cannot run fails the import, naming the variable).
+// applies GSRENDER_CPU_ISA (an ISA this CPU cannot run fails the import, naming the variable)
+// and GSRENDER_VALIDATE.
 PyObject* PyInit__C(void) {
   try {
     gsrender::cpu::set_cpu_isa_from_env();
+    gsrender::set_validation_from_env();
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;

@@ -17,10 +17,8 @@ from collections.abc import Sequence
 import torch
 from torch.utils.checkpoint import checkpoint
 
-# The rendering contract's constants (mirrors csrc/include/gsrender/common.h).
-ALPHA_MIN = 1.0 / 255.0  # a (pixel, Gaussian) pair contributes iff α ≥ 1/255
-ALPHA_MAX = 0.99  # α = min(0.99, o·exp(−σ))
-TRANSMITTANCE_MIN = 1e-4  # a pixel stops at the first Gaussian where T·(1−α) < 1e-4
+# The rendering contract's thresholds: the kernels' own definitions (gsrender/contract.py).
+from gsrender.contract import ALPHA_MAX, ALPHA_MIN, ALPHA_MIN_INV, TRANSMITTANCE_MIN
 
 # Weighted (sort-free) mode: (σ_w, β, w_bg) in φ(z) = exp(−σ_w·z^β) and
 # OUT = (Σ αᵢφ(zᵢ)fᵢ + w_bg·bg) / (Σ αᵢφ(zᵢ) + w_bg).
@@ -186,7 +184,7 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
         # Opacity-aware support: α ≥ 1/255 needs σ ≤ ln(255·o), i.e. Mahalanobis distance
         # ≤ k = sqrt(2·ln(255·o)); the ellipse's box has half extents k·sqrt(cov2d_xx/yy).
         o_ok = opac2d >= ALPHA_MIN
-        k = torch.sqrt(torch.clamp_min(2 * torch.log(torch.clamp_min(255 * opac2d, 1.0)), 0.0))
+        k = torch.sqrt(torch.clamp_min(2 * torch.log(torch.clamp_min(ALPHA_MIN_INV * opac2d, 1.0)), 0.0))
         rx = torch.ceil(k * torch.sqrt(torch.clamp_min(c_xx, 0.0)))
         ry = torch.ceil(k * torch.sqrt(torch.clamp_min(c_yy, 0.0)))
         mx, my = means2d.unbind(-1)
@@ -521,7 +519,7 @@ def render(means, quats, scales, opacities, colors, viewmats, Ks, width: int, he
 
 
 __all__ = [
-    "ALPHA_MAX", "ALPHA_MIN", "CHUNK_PAIRS", "DEFAULT_WEIGHT_PARAMS", "MODES", "SH_C0", "SH_C1",
+    "ALPHA_MAX", "ALPHA_MIN", "ALPHA_MIN_INV", "CHUNK_PAIRS", "DEFAULT_WEIGHT_PARAMS", "MODES", "SH_C0", "SH_C1",
     "SH_C2", "SH_C3", "TRANSMITTANCE_MIN", "blend_weights", "camera_centers",
     "composite_sequential", "covariances", "depth_weight", "project", "quat_to_rotmat",
     "rasterize", "render", "sh_colors", "sh_eval",

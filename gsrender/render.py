@@ -45,7 +45,7 @@ def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     V.tensor(Ks, "Ks", (C, 3, 3), **kw)
     V.positive_int(width, "width", 16384)
     V.positive_int(height, "height", 16384)
-    if V.values_checked():
+    if V.values_checked(dev):
         _check_values(scales, quats, opacities, Ks)
     for name, t in (("colors", colors), ("features", features), ("backgrounds", backgrounds)):
         if t is None and name != "colors":
@@ -76,7 +76,7 @@ def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, 
 
 
 def _check_values(scales, quats, opacities, Ks):
-    """Range checks that read tensor data (skipped under torch.compile, see V.values_checked)."""
+    """Range checks that read tensor data (on CUDA only under validation, see V.values_checked)."""
     if scales.numel() and bool((scales <= 0).any()):
         raise ValueError("scales must be positive (pass activated scales, e.g. exp(log_scales))")
     if quats.numel() and bool((quats.norm(dim=-1) < 1e-12).any()):

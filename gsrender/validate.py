@@ -5,6 +5,8 @@ import math
 
 import torch
 
+from gsrender import _C
+
 
 def tensor(x, name: str, shape: tuple, *, dtype=None, device=None, finite=True) -> torch.Tensor:
     """Checks that x is a floating tensor of `shape` (None = any size at that position)."""
@@ -19,7 +21,7 @@ def tensor(x, name: str, shape: tuple, *, dtype=None, device=None, finite=True) 
     want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
     if x.dim() != len(shape) or any(s is not None and x.shape[i] != s for i, s in enumerate(shape)):
         raise ValueError(f"{name} must have shape {want}, got {list(x.shape)}")
-    if finite and values_checked() and not all_finite(x):
+    if finite and values_checked(x.device) and not all_finite(x):
         raise ValueError(f"{name} contains NaN or Inf")
     return x
 
@@ -33,10 +35,29 @@ def all_finite(x: torch.Tensor) -> bool:
     return bool(torch.isfinite(x.sum())) or bool(torch.isfinite(x).all())
 
 
-def values_checked() -> bool:
-    """Value checks read tensor data (a host sync); under torch.compile they are skipped so the
-    graph has no data-dependent branches — shapes, dtypes and devices are still checked."""
-    return not torch.compiler.is_compiling()
+def values_checked(device: torch.device) -> bool:
+    """Whether to run the checks that read tensor data (finite values, ranges). Shapes, dtypes and
+    devices are always checked. On the CPU reading data is free and the checks always run; on CUDA
+    each one is a device→host sync that stalls the stream, so they run only under validation
+    (GSRENDER_VALIDATE=1 or set_validation(True); csrc/include/gsrender/validation.h), as the
+    kernels' own binning checks do. Under torch.compile they never run, so the graph has no
+    data-dependent branches."""
+    if torch.compiler.is_compiling():
+        return False
+    return device.type == "cpu" or _C.validation()
+
+
+def set_validation(on: bool) -> None:
+    """Check tensor values on CUDA too (inputs finite and in range, tile lists consistent): a host
+    sync per check, meant for debugging and tests. The CPU backend always checks."""
+    if not isinstance(on, bool):
+        raise TypeError(f"on must be a bool, got {type(on).__name__}")
+    _C.set_validation(on)
+
+
+def validation() -> bool:
+    """Whether CUDA calls check tensor values (see set_validation)."""
+    return _C.validation()
 
 
 def positive_int(v, name: str, upper: int | None = None) -> int:

@@ -18,6 +18,11 @@ import gsrender
 from gsrender import _C
 from gsrender import reference as ref
 
+# CUDA calls check tensor values only under validation (a host sync each; the CPU always
+# checks): the suite runs with it on, as a user debugging would (test_validation.py turns it off
+# to check that the default CUDA path makes no host sync).
+gsrender.set_validation(True)
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 F32, F64 = torch.float32, torch.float64
 OUT_KEYS = ("colors", "depths", "alphas", "features")
@@ -281,7 +286,7 @@ def ambiguous_pixels(scene: Scene, mode: str = "sorted", rel: float = 1e-4, rel_
     sides agree to ~1e-14 and no decision flips). From the float64 reference projection."""
     out = torch.zeros(scene.C, scene.height, scene.width, dtype=torch.bool)
     for c, y0, y1, A, raw, z in pair_alphas(scene, **kw):
-        amb = ((raw * 255 - 1).abs() < rel).any(-1)
+        amb = ((raw * ref.ALPHA_MIN_INV - 1).abs() < rel).any(-1)
         if mode == "sorted" and A.shape[1]:
             T = torch.cumprod(1 - A, dim=-1)
             amb |= ((T / ref.TRANSMITTANCE_MIN - 1).abs() < rel).any(-1)

@@ -65,7 +65,7 @@ def _margins(scene: Scene, antialiased: bool, rel: float = 1e-4) -> tuple[bool, 
         return False, 0
     stops = 0
     for _, _, _, A, raw, _ in pair_alphas(s, antialiased=antialiased):
-        if ((raw * 255 - 1).abs() < rel).any() or ((raw / ref.ALPHA_MAX - 1).abs() < rel).any():
+        if ((raw * ref.ALPHA_MIN_INV - 1).abs() < rel).any() or ((raw / ref.ALPHA_MAX - 1).abs() < rel).any():
             return False, 0
         T = torch.cumprod(1 - A, -1)
         if ((T / ref.TRANSMITTANCE_MIN - 1).abs() < 1e-3).any():

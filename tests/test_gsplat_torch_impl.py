@@ -15,6 +15,7 @@ import torch
 
 from gsrender import ops
 from gsrender import synthetic as S
+from gsrender.contract import ALPHA_MIN_INV
 
 try:
     from gsplat.cuda import _torch_impl as G
@@ -55,7 +56,7 @@ def test_projection_matches_gsplat_torch_impl(antialiased):
     det_inv = a * c - b * b
     cov_xx, cov_yy = c / det_inv, a / det_inv
     o2d = opac * g_comp if antialiased else opac.expand_as(a)
-    k = torch.sqrt(2.0 * torch.log((255.0 * o2d).clamp_min(1.0)))
+    k = torch.sqrt(2.0 * torch.log((ALPHA_MIN_INV * o2d).clamp_min(1.0)))
     rx, ry = torch.ceil(k * cov_xx.sqrt()), torch.ceil(k * cov_yy.sqrt())
     mx, my = g_means2d.unbind(-1)
     want = ((g_radii > 0).all(-1) & (o2d >= 1.0 / 255.0) & ((rx > 0) | (ry > 0))

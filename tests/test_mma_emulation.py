@@ -186,7 +186,7 @@ def _reference_tile(means, conics, opac, feats, bg, tile):
     raw = args[2][0] * torch.exp(-sigma)
     A = ref._pair_alphas(pix, args[0][0], args[1][0], args[2][0])
     T = torch.cumprod(1 - A, -1)
-    amb = ((raw * 255 - 1).abs() < 1e-4).any(-1) | ((T / 1e-4 - 1).abs() < 1e-4).any(-1)
+    amb = ((raw * ref.ALPHA_MIN_INV - 1).abs() < 1e-4).any(-1) | ((T / ref.TRANSMITTANCE_MIN - 1).abs() < 1e-4).any(-1)
     x0, y0 = tile[0] * TS, tile[1] * TS
     x1, y1 = min(x0 + TS, W_IMG), min(y0 + TS, H_IMG)
 

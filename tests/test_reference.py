@@ -164,7 +164,7 @@ def test_projection_straight_ahead_closed_form():
     Ks = _intrinsics(fx, fy, cx, cy)[None]
     cov_x = fx**2 * s**2 / z**2 + 0.3
     cov_y = fy**2 * s**2 / z**2 + 0.3
-    k = math.sqrt(2 * math.log(255 * o))
+    k = math.sqrt(2 * math.log(ref.ALPHA_MIN_INV * o))
     for aa in (False, True):
         out = ref.project(means, quats, scales, opac, vm, Ks, W, H, antialiased=aa)
         torch.testing.assert_close(out["means2d"][0, 0], torch.tensor([cx, cy], dtype=F64))

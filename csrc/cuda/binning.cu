@@ -10,6 +10,7 @@
 #include "cuda_glue.h"
 #include "gsrender/launch/binning.h"
 #include "gsrender/launch/rasterize.h"
+#include "gsrender/validation.h"
 
 namespace gsrender {
 namespace gpu {
@@ -65,7 +66,8 @@ void check_cuda_tile_size(int64_t tile_size) {
 
 void validate_binning_cuda(const RasterInputs& in, const Tensor* last_ids, int64_t width,
                            int64_t height, int64_t tile_size) {
-  if (in.tile_offsets.numel() == 0) return;
+  // A value check: it reads the flags back (a host sync), so only under validation (validation.h)
+  if (!validation_enabled() || in.tile_offsets.numel() == 0) return;
   Tensor last_c;
   if (last_ids != nullptr) last_c = last_ids->contiguous();
   const launch::ValidateBinningArgs a{
@@ -76,7 +78,7 @@ void validate_binning_cuda(const RasterInputs& in, const Tensor* last_ids, int64
       static_cast<int>(in.tile_offsets.size(1))};
   Tensor flags = at::empty({1}, in.tile_offsets.options());
   C10_CUDA_CHECK(launch::launch_validate_binning(a, flags.data_ptr<int32_t>(), current_stream()));
-  const int bad = flags.item<int32_t>();  // the documented host sync of the raster ops
+  const int bad = flags.item<int32_t>();  // the host sync validation costs
   TORCH_CHECK_VALUE(!(bad & launch::kBadOffsets),
                     "tile_offsets must be non-decreasing within [0, len(flatten_ids)]");
   TORCH_CHECK_VALUE(!(bad & launch::kBadIds),

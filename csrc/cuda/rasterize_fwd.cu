@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <tuple>
 
 #include "cuda_glue.h"
@@ -55,14 +56,26 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
   return {render, alphas, last_ids, aux, stats};
 }
 
+// A device's compute capability, queried once per device (not a sync, but a driver call that
+// does not belong on every forward and backward).
+int compute_capability_major(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};  // 0 = not queried yet
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device, " out of range");
+  int major = cache[device].load(std::memory_order_relaxed);
+  if (major == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cache[device].store(major, std::memory_order_relaxed);
+  }
+  return major;
+}
+
 }  // namespace
 
 bool mma_rasterizer_applies(const at::Tensor& means2d, int64_t tile_size, int64_t impl,
                             bool backward) {
   if (means2d.scalar_type() != at::kFloat) return false;
-  int major = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                        means2d.device().index()));
+  const int major = compute_capability_major(means2d.device().index());
   const int ts = static_cast<int>(tile_size);
   return backward ? launch::mma_bwd_applies(ts, impl, major)
                   : launch::mma_fwd_applies(ts, impl, major);

@@ -63,7 +63,7 @@ namespace gsrender {
 // Returns false when no pixel can contribute at all.
 template <typename T>
 GSR_HOST_DEVICE bool support_extent(T a, T b, T c, T opacity, T* ex, T* ey) {
-  const T level = log(T(255) * opacity);
+  const T level = log(T(kAlphaMinInv) * opacity);
   const T det = a * c - b * b;
   if (!(level > T(0)) || !(det > T(0))) return false;
   // a 1e-4 relative margin keeps float rounding from ever dropping a reachable pixel

@@ -20,8 +20,11 @@ namespace gsrender {
 
 // The thresholds are double so that T(k) is the correctly rounded value in float AND double
 // (a float constant widened to double would be 0.99000000953… in the float64 kernels).
-// A (pixel, Gaussian) pair contributes iff alpha >= 1/255.
-constexpr double kAlphaMin = 1.0 / 255.0;
+// A (pixel, Gaussian) pair contributes iff alpha >= kAlphaMin = 1/255. Code that needs the
+// reciprocal (the support level ln(255·o) of packing, radii and binning) uses kAlphaMinInv, so
+// 255·o stays one exact multiply; changing the cut means changing kAlphaMinInv only.
+constexpr double kAlphaMinInv = 255.0;
+constexpr double kAlphaMin = 1.0 / kAlphaMinInv;
 // alpha = min(kAlphaMax, o * exp(-sigma)).
 constexpr double kAlphaMax = 0.99;
 // A pixel stops at the first Gaussian where T * (1 - alpha) < kTransmittanceMin.

@@ -174,9 +174,9 @@ GSR_HOST_DEVICE Projected<T> project_gaussian(const Vec3<T>& mean, const Vec4<T>
   T opacity2d = opacity;
   if (antialiased) opacity2d *= gsr_sqrt(gsr_max(T(0), det_orig / det));
   // Opacity-aware support: α = o·exp(−σ) ≥ 1/255 needs σ ≤ ln(255·o), σ = ½ Mahalanobis².
-  if (!(opacity2d >= T(1) / T(255))) return projected_culled<T>();  // (NaN culled too)
+  if (!(opacity2d >= T(kAlphaMin))) return projected_culled<T>();  // (NaN culled too)
   // (clamped so rounding at o2d ≈ 1/255 cannot give sqrt of a negative)
-  const T k = gsr_sqrt(T(2) * gsr_log(gsr_max(T(255) * opacity2d, T(1))));
+  const T k = gsr_sqrt(T(2) * gsr_log(gsr_max(T(kAlphaMinInv) * opacity2d, T(1))));
   const T rx = gsr_ceil(k * gsr_sqrt(cov.a));
   const T ry = gsr_ceil(k * gsr_sqrt(cov.c));
   if (rx <= radius_clip && ry <= radius_clip) return projected_culled<T>();

@@ -26,7 +26,7 @@ GSR_HOST_DEVICE T support_edge_min(T a, T b, T c, T dy, T lo, T hi) {
 // level: support_level(opacity), computed once per Gaussian. Meant for T = double on the host.
 template <typename T>
 GSR_HOST_DEVICE T support_level(T opacity) {
-  return log(T(255) * opacity);
+  return log(T(kAlphaMinInv) * opacity);
 }
 
 template <typename T>
