@@ -268,10 +268,10 @@ template <bool kBf16>
 cudaError_t launch_kernel(const RasterArgs<float>& p, const RasterBwdIO<float>& io,
                           const BwdArgs& ba, int64_t n_tiles, cudaStream_t stream) {
   if (p.sorted)
-    rasterize_mma_bwd_kernel<kBf16, true><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
+    GSR_LAUNCH(static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream, rasterize_mma_bwd_kernel<kBf16, true>)(
         p, io, ba);
   else
-    rasterize_mma_bwd_kernel<kBf16, false><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
+    GSR_LAUNCH(static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream, rasterize_mma_bwd_kernel<kBf16, false>)(
         p, io, ba);
   return cudaGetLastError();
 }
@@ -335,7 +335,7 @@ cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<flo
   using Bits = op::Bits16<kBf16>;
   // G = v_render (weighted: / (Σw + w_bg)); s_G per channel; Ĝ = G / s_G
   const op::Source g{io.v_render, l.P, p.CH, p.sorted ? nullptr : io.aux};
-  gout_kernel<<<op::blocks(l.P), op::kThreads, 0, stream>>>(g, io.render, l.gout);
+  GSR_LAUNCH(op::blocks(l.P), op::kThreads, 0, stream, gout_kernel)(g, io.render, l.gout);
   GSR_CUDA_TRY(cudaGetLastError());
   GSR_CUDA_TRY(op::absmax_scale(g, /*per_channel=*/true, l.g_scale, stream));
   GSR_CUDA_TRY(op::convert<Bits>(g, l.g_scale, nullptr, l.CHp, l.g, stream));
@@ -369,8 +369,8 @@ cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, int64_t impl
                    : gpu::prepare_and_launch<false>(p, a.io, l, n_tiles, stream));
   // v_backgrounds: sorted T_final·v_render, weighted w_bg·g, summed over each camera's pixels
   if (p.backgrounds == nullptr || p.C * p.CH == 0) return cudaSuccess;
-  gpu::v_backgrounds_kernel<<<static_cast<unsigned>(p.C * p.CH), gpu::operands::kThreads, 0,
-                              stream>>>(p, a.io);
+  GSR_LAUNCH(static_cast<unsigned>(p.C * p.CH), gpu::operands::kThreads, 0,
+                              stream, gpu::v_backgrounds_kernel)(p, a.io);
   return cudaGetLastError();
 }
 

@@ -127,7 +127,7 @@ GSR_UNROLL
   return v;
 }
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(GSR_SIMT)
 // The device warp for column_sum: xor shuffles across all 32 lanes (all converged).
 struct DeviceWarp {
   template <class T>

@@ -233,7 +233,7 @@ GSR_UNROLL
   trans = trans * prod;
 }
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(GSR_SIMT)
 // The device quad: shuffles within groups of 4 lanes. All 32 lanes must be converged.
 struct DeviceQuad {
   template <class T>
@@ -308,7 +308,7 @@ GSR_HOST_DEVICE float bf16_bits_to_float(uint16_t h) {
 
 // Two floats → one .b32 register: lo in bits 0–15 (the lower column/row), hi in bits 16–31.
 GSR_HOST_DEVICE uint32_t pack_half2(float lo, float hi) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(GSR_SIMT)  // SIMT: the device path on cuda_fp16's stand-in
   const __half2 v = __floats2half2_rn(lo, hi);
   uint32_t r;
   memcpy(&r, &v, 4);
@@ -319,7 +319,7 @@ GSR_HOST_DEVICE uint32_t pack_half2(float lo, float hi) {
 }
 
 GSR_HOST_DEVICE uint32_t pack_bf162(float lo, float hi) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(GSR_SIMT)
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   uint32_t r;
   memcpy(&r, &v, 4);
