@@ -198,43 +198,49 @@ std::string where(const Arrival& a) {
   return std::string(a.kind) + " (" + a.file + ":" + std::to_string(a.line) + ")";
 }
 
-// Completes warp w's collective if every lane of its mask has arrived; false if it cannot yet.
+std::string hex(unsigned m) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", m);
+  return b;
+}
+
+// Completes one collective of warp w whose mask's lanes have all arrived at it (lanes with
+// disjoint masks may wait at different collectives: each completes on its own); false if none
+// can complete yet. A lane of a pending mask that exited can never arrive: that aborts at once.
 bool try_complete_warp(int w) {
   const int lo = 32 * w, hi = std::min(g.n, lo + 32);
-  int first = -1;
-  for (int i = lo; i < hi; ++i)
-    if (g.threads[i].state == State::kWaiting && g.threads[i].wait.scope == Scope::kWarp) {
-      first = i;
-      break;
+  unsigned tried = 0;  // lanes whose collective was tried already
+  for (int first = lo; first < hi; ++first) {
+    const Thread& f = g.threads[first];
+    if (f.state != State::kWaiting || f.wait.scope != Scope::kWarp || ((tried >> (first - lo)) & 1u))
+      continue;
+    const Arrival& a = f.wait;
+    void* recs[32] = {};
+    bool ready = true;
+    for (int l = 0; l < 32 && ready; ++l) {
+      if (!((a.mask >> l) & 1u)) continue;
+      const int i = lo + l;
+      if (i >= hi)
+        throw Abort("warp " + std::to_string(w) + ": " + where(a) + " mask " + hex(a.mask) +
+                    " names lane " + std::to_string(l) + ", which the block (" +
+                    std::to_string(g.n) + " threads) does not have");
+      const Thread& t = g.threads[i];
+      if (t.state == State::kDone)
+        throw Abort("warp " + std::to_string(w) + ": lane " + std::to_string(l) +
+                    " exited while lane " + std::to_string(first - lo) + " waits for it at " +
+                    where(a) + " mask " + hex(a.mask));
+      ready = t.state == State::kWaiting && t.wait.scope == Scope::kWarp &&
+              std::strcmp(t.wait.kind, a.kind) == 0 && t.wait.mask == a.mask;
+      if (ready) tried |= 1u << l;  // this candidate speaks for them too
+      recs[l] = t.wait.rec;
     }
-  if (first < 0) return false;
-  const Arrival& a = g.threads[first].wait;
-  void* recs[32] = {};
-  for (int l = 0; l < 32; ++l) {
-    if (!((a.mask >> l) & 1u)) continue;
-    const int i = lo + l;
-    if (i >= hi)
-      throw Abort("warp " + std::to_string(w) + ": " + where(a) + " names lane " +
-                  std::to_string(l) + ", which the block (blockDim " + std::to_string(g.n) +
-                  ") does not have");
-    const Thread& t = g.threads[i];
-    if (t.state == State::kDone)
-      throw Abort("warp " + std::to_string(w) + ": lane " + std::to_string(l) +
-                  " exited while lane " + std::to_string(first - lo) + " waits for it at " +
-                  where(a));
-    if (t.state != State::kWaiting || t.wait.scope != Scope::kWarp) return false;
-    if (std::strcmp(t.wait.kind, a.kind) != 0 || t.wait.mask != a.mask)
-      throw Abort("warp " + std::to_string(w) + ": lane " + std::to_string(first - lo) + " at " +
-                  where(a) + " mask 0x" + std::to_string(a.mask) + ", lane " + std::to_string(l) +
-                  " at " + where(t.wait) + " mask " + std::to_string(t.wait.mask) +
-                  ": divergent warp collectives");
-    recs[l] = t.wait.rec;
+    if (!ready) continue;
+    a.combine(recs, 32, a.mask);
+    for (int l = 0; l < 32; ++l)
+      if ((a.mask >> l) & 1u) g.threads[lo + l].state = State::kRunnable;
+    return true;
   }
-  a.combine(recs, 32, a.mask);
-  if (!g.error.empty()) throw Abort(g.error);
-  for (int l = 0; l < 32; ++l)
-    if ((a.mask >> l) & 1u) g.threads[lo + l].state = State::kRunnable;
-  return true;
+  return false;
 }
 
 // Completes the block barrier if every live thread waits at one; false otherwise.
@@ -265,17 +271,26 @@ bool try_complete_barrier() {
   return true;
 }
 
+// Names every waiting thread, runs of consecutive threads at the same collective merged.
 std::string deadlock_report() {
-  std::string s = "deadlock: no collective can complete;";
-  for (int i = 0; i < g.n; ++i) {
+  std::string s = "deadlock (no collective can complete; divergent collectives or a barrier "
+                  "some threads never reach):";
+  for (int i = 0; i < g.n;) {
     const Thread& t = g.threads[i];
-    if (t.state != State::kWaiting) continue;
-    s += " thread " + std::to_string(i) + " (warp " + std::to_string(i / 32) + " lane " +
-         std::to_string(i % 32) + ") waits at " + where(t.wait) + ";";
-    if (s.size() > 600) {
-      s += " ...";
-      break;
-    }
+    int j = i + 1;
+    auto same = [&](const Thread& u) {
+      return u.state == t.state && (t.state != State::kWaiting ||
+                                    (u.wait.line == t.wait.line && u.wait.kind == t.wait.kind &&
+                                     u.wait.mask == t.wait.mask));
+    };
+    while (j < g.n && same(g.threads[j])) ++j;
+    s += " threads " + std::to_string(i) + "-" + std::to_string(j - 1) +
+         (t.state == State::kDone ? std::string(" exited")
+                                  : " wait at " + where(t.wait) +
+                                        (t.wait.scope == Scope::kWarp ? " mask " + hex(t.wait.mask)
+                                                                      : std::string())) +
+         ";";
+    i = j;
   }
   return s;
 }
