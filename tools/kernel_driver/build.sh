@@ -8,7 +8,8 @@
 #        tools/kernel_driver/build.sh --simt [BUILD_DIR]   (default build/kernel_driver_simt)
 #   --simt: the same sources compiled by the host C++ compiler against tools/simt (the CUDA
 #   stand-in that runs the kernels on the CPU, docs/cuda.md); no nvcc, no CUDA headers.
-#   env: CXX (default g++), KDRIVER_SIMT_FLAGS (extra flags, e.g. -DGSR_SIMT_BREAK_MMA=1)
+#   Also builds BUILD_DIR/simt_selftest (the runtime's own checks, tools/simt/selftest.cu).
+#   env: CXX (default g++), KDRIVER_SIMT_FLAGS (extra compiler flags)
 # env: NVCC (default: nvcc on PATH, else /usr/local/cuda*/bin/nvcc)
 #      KDRIVER_SASS="80 90"  also embed SASS for these archs (ptxas runs: slower build, no JIT)
 #      KDRIVER_JOBS          parallel compiles (default: nproc)
@@ -26,9 +27,14 @@ if [ "${1:-}" = "--simt" ]; then
   JOBS=${KDRIVER_JOBS:-$(nproc)}
   export CXX FLAGS OUT
   t0=$(date +%s)
-  ls "$ROOT"/csrc/cuda/kernels/*.cu "$ROOT"/tools/kernel_driver/driver.cu "$ROOT"/tools/simt/simt.cpp |
-    xargs -P "$JOBS" -I{} sh -c 'o="$OUT/$(basename {}).o"; $CXX $FLAGS -x c++ -c {} -o "$o" || exit 255'
-  "$CXX" "$OUT"/*.o -o "$OUT/kernel_driver"
+  mkdir -p "$OUT/obj" "$OUT/kernels"
+  rm -f "$OUT"/obj/*.o "$OUT"/kernels/*.o
+  { ls "$ROOT"/csrc/cuda/kernels/*.cu | sed "s|\$| kernels|"
+    printf '%s obj\n' "$ROOT/tools/kernel_driver/driver.cu" "$ROOT/tools/simt/simt.cpp" \
+      "$ROOT/tools/simt/selftest.cu"; } |
+    xargs -P "$JOBS" -L1 sh -c '$CXX $FLAGS -x c++ -c "$0" -o "$OUT/$1/$(basename "$0").o" || exit 255'
+  "$CXX" "$OUT"/kernels/*.o "$OUT/obj/driver.cu.o" "$OUT/obj/simt.cpp.o" -o "$OUT/kernel_driver"
+  "$CXX" "$OUT/obj/selftest.cu.o" "$OUT/obj/simt.cpp.o" -o "$OUT/simt_selftest"
   echo "built $OUT/kernel_driver (SIMT, CPU) in $(( $(date +%s) - t0 )) s ($CXX)"
   exit 0
 fi

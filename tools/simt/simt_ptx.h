@@ -9,11 +9,13 @@
 //   ldmatrix .m8n8 .x2 / .x4 (.trans): lane 8m + r gives the address of row r of matrix m; lane
 //     receives r[m] = {M_m[g][2t], M_m[g][2t+1]} (.trans: {M_m[2t][g], M_m[2t+1][g]}).
 // Products of f16 / bf16 / tf32 values are exact in f32; D accumulates them in f32 in k order
-// onto C. GSR_SIMT_BREAK_MMA=1 (compile time) swaps A registers a1 and a2 in the f16 / bf16 MMA,
-// a deliberate fault that the case checker must catch (tests/test_simt_driver.py).
+// onto C. GSR_SIMT_FAULT=mma_swap_a1_a2 in the environment swaps A registers a1 and a2 of every
+// f16 / bf16 MMA: a deliberate fault the case checker must catch (tests/test_simt_driver.py).
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
@@ -48,6 +50,14 @@ inline float tf32_value(uint32_t r) {  // the MMA reads the 19 high bits of a tf
   return f;
 }
 
+inline bool fault_swap_a12() {
+  static const bool on = [] {
+    const char* f = std::getenv("GSR_SIMT_FAULT");
+    return f && std::strcmp(f, "mma_swap_a1_a2") == 0;
+  }();
+  return on;
+}
+
 struct MmaRec {
   const uint32_t* a;
   const uint32_t* b;
@@ -63,9 +73,7 @@ void mma_combine(void* const* recs, int, unsigned) {
     const MmaRec& r = *static_cast<MmaRec*>(recs[lane]);
     const int g = lane >> 2, t = lane & 3;
     uint32_t a[4] = {r.a[0], r.a[1], r.a[2], r.a[3]};
-#if GSR_SIMT_BREAK_MMA
-    if (kTy != MmaType::kTF32) std::swap(a[1], a[2]);
-#endif
+    if (kTy != MmaType::kTF32 && fault_swap_a12()) std::swap(a[1], a[2]);
     for (int i = 0; i < 4; ++i) {
       const int row = g + 8 * (i & 1);
       if constexpr (kTy == MmaType::kTF32) {
