@@ -10,13 +10,16 @@ deliberately broken MMA that the checker must catch. CI runs the whole case set
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from gsrender.testing import check, make_cases
 
@@ -74,6 +77,26 @@ def test_runtime_selftest(simt):
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "passed: 0 failures" in r.stdout
+
+
+def test_half_and_bfloat16_rounding_matches_torch(simt):
+    # the stand-ins of __float2half_rn / __float2bfloat16_rn (the Tensor Core operands' rounding)
+    g = torch.Generator().manual_seed(2)
+    x = torch.cat([
+        torch.randn(20000, generator=g) * torch.exp(torch.randn(20000, generator=g) * 6),
+        torch.tensor([0.0, -0.0, 1.0, 65504.0, 65519.0, 65520.0, 1e6, -1e6, 2.0 ** -24,
+                      2.0 ** -25, 1.5 * 2.0 ** -25, 2.0 ** -14, 3 * 2.0 ** -25, 1 + 2.0 ** -11,
+                      1 + 3 * 2.0 ** -11, 1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, math.inf, -math.inf]),
+        # exact ties of the half grid
+        (torch.arange(1, 2000, dtype=torch.float64) * 2.0 ** -11 + 0.5 * 2.0 ** -11 + 1).float(),
+    ])
+    r = subprocess.run([str(simt / "simt_selftest"), "round"], input=x.numpy().tobytes(),
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    bits = np.frombuffer(r.stdout, dtype=np.uint16).reshape(2, -1)
+    for row, dt in zip(bits, (torch.float16, torch.bfloat16), strict=True):
+        got = torch.from_numpy(row.astype(np.int16)).view(dt).float()
+        assert torch.equal(got, x.to(dt).float()), dt
 
 
 @pytest.mark.parametrize("fault,message", [

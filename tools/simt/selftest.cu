@@ -5,6 +5,9 @@
 //                             (mma f16 / bf16 / tf32, ldmatrix x2 / x4 / .trans, cp.async, tf32
 //                             rounding) against plain host arithmetic on the PTX ISA layouts;
 //                             prints one line per check, exit 1 on any failure.
+//   simt_selftest round       reads float32 values (raw, stdin) and writes their f16 and bf16
+//                             bits as the stand-ins round them (uint16 f16[n], then bf16[n]),
+//                             for the comparison with torch's rounding in the tests.
 //   simt_selftest fault NAME  launches a deliberately broken kernel (lane_exit, divergent_barrier,
 //                             deadlock, trap); prints the launch error, exit 3 when the launch
 //                             failed as it must, 0 if it (wrongly) succeeded.
@@ -316,11 +319,23 @@ int fault(const std::string& name) {
 
 }  // namespace
 
+int round_stdin() {
+  std::vector<float> x;
+  float v;
+  while (std::fread(&v, sizeof v, 1, stdin) == 1) x.push_back(v);
+  std::vector<uint16_t> out;
+  for (float f : x) out.push_back(__half_as_ushort(__float2half_rn(f)));
+  for (float f : x) out.push_back(__bfloat16_as_ushort(__float2bfloat16_rn(f)));
+  std::fwrite(out.data(), sizeof(uint16_t), out.size(), stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "fault" && argc == 3) return fault(argv[2]);
+  if (mode == "round") return round_stdin();
   if (mode != "semantics") {
-    std::fprintf(stderr, "usage: simt_selftest semantics | fault NAME\n");
+    std::fprintf(stderr, "usage: simt_selftest semantics | round | fault NAME\n");
     return 2;
   }
   check_collectives();
