@@ -3,8 +3,7 @@
 // per-channel (or global) max |x| scales and the conversion of scaled rows to the operand type,
 // padded with zeros to 16-byte rows. Every step rounds as the ATen expressions the launchers
 // used before did (IEEE division and product, round-to-nearest conversion), also under
-// --use_fast_math, so the operands are the ones gsrender/mma_bwd_operands.h computes for the CPU
-// warp emulator; only G·OUT's sum runs in a different (fixed) order.
+// --use_fast_math.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

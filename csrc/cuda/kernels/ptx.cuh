@@ -1,6 +1,6 @@
 // Named inline-PTX wrappers of the Tensor Core rasterizer (docs/design.md §5, §5.4): warp MMA, ldmatrix and
 // cp.async. Only these touch PTX; the lane bookkeeping around them lives in
-// gsrender/mma_fragments.h, where the host warp emulator tests it. Everything here needs sm_80+;
+// gsrender/mma_fragments.h. Everything here needs sm_80+;
 // on older targets (or in host passes) the wrappers compile to a trap so a wrong dispatch is loud.
 // The host SIMT build (-DGSR_SIMT, tools/simt) runs each wrapper's instruction on its warp
 // emulator instead (tools/simt/simt_ptx.h); nvcc never sees that path.

@@ -19,13 +19,13 @@
 // column before one atomic per (Gaussian, parameter) and warp. v_backgrounds is a plain reduction
 // over pixels, a separate kernel of the launcher.
 // Operand scaling (no host sync; the launcher prepares the operands on the device with
-// mma_operands.cuh, the values gsrender/mma_bwd_operands.h computes for the CPU emulator):
+// mma_operands.cuh):
 // Ĝ = G / s_G per channel (s_G = max |G| of the channel), so fp16 keeps the small loss
 // gradients out of its subnormal range; dF is rescaled by s_G per channel.
 // dW needs Σ_c G_c F_c, so F is stored as F·s_G / s_F with one global s_F = max |F·s_G|, and dW
 // is rescaled by s_F.
-// The per-lane index maps and arithmetic live in gsrender/mma_bwd_fragments.h, where the host warp
-// emulator (csrc/cpu/mma_bwd_emulation.cpp) runs them; only PTX and memory traffic stay here.
+// The per-lane index maps and arithmetic live in gsrender/mma_bwd_fragments.h; only PTX and memory
+// traffic stay here.
 #include "gsrender/launch/rasterize.h"
 #include "gsrender/mma_bwd_fragments.h"
 #include "mma_operands.cuh"
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(operands::kThreads)
   if (threadIdx.x == 0) io.v_backgrounds[cam * p.CH + c] = red[0];
 }
 
-// The workspace (gsrender/mma_bwd_operands.h describes the operands): Ĝ [P, CHp], F̃ [C·N, CHp]
+// The workspace (the operands are described above): Ĝ [P, CHp], F̃ [C·N, CHp]
 // (f16 / bf16 bits), s_G [CH], s_F [1], G·OUT [P].
 struct BwdLayout {
   uint16_t *g, *f;
