@@ -309,35 +309,31 @@ inline std::common_type_t<A, B> max(A a, B b) {
 }
 
 // ---- atomics (blocks and threads run one at a time: plain read-modify-write) ---------------
+template <class T, class F>
+inline T gsr_simt_rmw(T* p, F f) {
+  const T old = *p;
+  *p = f(old);
+  return old;
+}
 template <class T, class V>
 inline T atomicAdd(T* p, V v) {
-  const T old = *p;
-  *p = old + T(v);
-  return old;
+  return gsr_simt_rmw(p, [&](T o) { return T(o + T(v)); });
 }
 template <class T, class V>
 inline T atomicMax(T* p, V v) {
-  const T old = *p;
-  *p = T(v) > old ? T(v) : old;
-  return old;
+  return gsr_simt_rmw(p, [&](T o) { return T(v) > o ? T(v) : o; });
 }
 template <class T, class V>
 inline T atomicMin(T* p, V v) {
-  const T old = *p;
-  *p = T(v) < old ? T(v) : old;
-  return old;
+  return gsr_simt_rmw(p, [&](T o) { return T(v) < o ? T(v) : o; });
 }
 template <class T, class V>
 inline T atomicOr(T* p, V v) {
-  const T old = *p;
-  *p = old | T(v);
-  return old;
+  return gsr_simt_rmw(p, [&](T o) { return T(o | T(v)); });
 }
 template <class T, class V>
 inline T atomicExch(T* p, V v) {
-  const T old = *p;
-  *p = T(v);
-  return old;
+  return gsr_simt_rmw(p, [&](T) { return T(v); });
 }
 
 // The launch: <<<grid, block, smem, stream>>> under nvcc, the SIMT scheduler here.
