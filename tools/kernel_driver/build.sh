@@ -5,11 +5,39 @@
 # (-cudart shared) and PTX for compute_80 and compute_90 embedded, so any CUDA runtime and driver
 # new enough for this toolkit, or a PTX-level simulator, JIT-compiles and runs it.
 # Usage: tools/kernel_driver/build.sh [BUILD_DIR]   (default build/kernel_driver)
+#        tools/kernel_driver/build.sh --simt [BUILD_DIR]   (default build/kernel_driver_simt)
+#   --simt: the same sources compiled by the host C++ compiler against tools/simt (the CUDA
+#   stand-in that runs the kernels on the CPU, docs/cuda.md); no nvcc, no CUDA headers.
+#   Also builds BUILD_DIR/simt_selftest (the runtime's own checks, tools/simt/selftest.cu).
+#   env: CXX (default g++), KDRIVER_SIMT_FLAGS (extra compiler flags)
 # env: NVCC (default: nvcc on PATH, else /usr/local/cuda*/bin/nvcc)
 #      KDRIVER_SASS="80 90"  also embed SASS for these archs (ptxas runs: slower build, no JIT)
 #      KDRIVER_JOBS          parallel compiles (default: nproc)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "${1:-}" = "--simt" ]; then
+  shift
+  OUT=${1:-$ROOT/build/kernel_driver_simt}
+  mkdir -p "$OUT"
+  CXX=${CXX:-g++}
+  command -v "$CXX" >/dev/null || { echo "build.sh: $CXX not found (set CXX)" >&2; exit 2; }
+  # -ffp-contract=off: no FMA contraction on hosts / -march flags that have FMA (IEEE like the CPU
+  # backend; nvcc's contraction is one of the last-bit differences the checker allows for)
+  FLAGS="-O2 -std=c++20 -DGSR_SIMT -ffp-contract=off -Wno-unknown-pragmas -I$ROOT/tools/simt -I$ROOT/csrc/include -include $ROOT/tools/simt/prelude.h ${KDRIVER_SIMT_FLAGS:-}"
+  JOBS=${KDRIVER_JOBS:-$(nproc)}
+  export CXX FLAGS OUT
+  t0=$(date +%s)
+  mkdir -p "$OUT/obj" "$OUT/kernels"
+  rm -f "$OUT"/obj/*.o "$OUT"/kernels/*.o
+  { ls "$ROOT"/csrc/cuda/kernels/*.cu | sed "s|\$| kernels|"
+    printf '%s obj\n' "$ROOT/tools/kernel_driver/driver.cu" "$ROOT/tools/simt/simt.cpp" \
+      "$ROOT/tools/simt/selftest.cu"; } |
+    xargs -P "$JOBS" -L1 sh -c '$CXX $FLAGS -x c++ -c "$0" -o "$OUT/$1/$(basename "$0").o" || exit 255'
+  "$CXX" "$OUT"/kernels/*.o "$OUT/obj/driver.cu.o" "$OUT/obj/simt.cpp.o" -o "$OUT/kernel_driver"
+  "$CXX" "$OUT/obj/selftest.cu.o" "$OUT/obj/simt.cpp.o" -o "$OUT/simt_selftest"
+  echo "built $OUT/kernel_driver (SIMT, CPU) in $(( $(date +%s) - t0 )) s ($CXX)"
+  exit 0
+fi
 OUT=${1:-$ROOT/build/kernel_driver}
 mkdir -p "$OUT"
 NVCC=${NVCC:-$(command -v nvcc || ls -d /usr/local/cuda*/bin/nvcc 2>/dev/null | sort -r | head -1)}

@@ -5,7 +5,11 @@
 #   1. the driver's own case reader / writer (kernel_driver --echo: expected arrays back as
 #      outputs through the C++ code) — the checker must pass every case;
 #   2. the Python writer / reader the same way (gsrender.testing.echo);
-#   3. the tolerance logic can fail: a perturbed echo must fail every case.
+#   3. the tolerance logic can fail: a perturbed echo must fail every case;
+#   4. the kernels themselves on the CPU: the SIMT build (build.sh --simt, tools/simt) runs
+#      the runtime's self-test and every standard case through the real kernels, and the
+#      checker must pass all of them. Its build stays in build/kernel_driver_simt, where
+#      tests/test_simt_driver.py finds it.
 # Usage: tools/kernel_driver/ci.sh [python]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,5 +45,16 @@ if [ "$rc" -eq 0 ] || ! tail -1 "$WORK/perturbed.log" | grep -q "^summary: 0 pas
   echo "kernel_driver/ci.sh: the perturbed outputs were not all rejected" >&2
   exit 1
 fi
+t3=$(date +%s)
+tools/kernel_driver/build.sh --simt build/kernel_driver_simt >"$WORK/simt_build.log" 2>&1 \
+  || { cat "$WORK/simt_build.log"; exit 1; }
+build/kernel_driver_simt/simt_selftest semantics >"$WORK/simt_selftest.log" \
+  || { cat "$WORK/simt_selftest.log"; exit 1; }
+t4=$(date +%s)
+build/kernel_driver_simt/kernel_driver "$WORK/cases" "$WORK/simt" >"$WORK/simt_run.log" \
+  || { cat "$WORK/simt_run.log"; exit 1; }
+"$PY" -m gsrender.testing.check "$WORK/simt" --expected "$WORK/cases" --quiet >"$WORK/simt_check.log" \
+  || { cat "$WORK/simt_check.log"; exit 1; }
 echo "kernel_driver CI: $n cases through the driver's and Python's case I/O, all $n perturbed ones rejected"
-echo "kernel_driver CI: build $((t1 - t0)) s, cases $((t2 - t1)) s, checks $(( $(date +%s) - t2 )) s"
+echo "kernel_driver CI: all $n cases pass through the real kernels on the CPU (SIMT runtime)"
+echo "kernel_driver CI: build $((t1 - t0)) s, cases $((t2 - t1)) s, checks $((t3 - t2)) s, SIMT build $((t4 - t3)) s, SIMT run + check $(( $(date +%s) - t4 )) s"

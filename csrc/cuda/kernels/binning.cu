@@ -250,7 +250,7 @@ cudaError_t launch_bin_count(const BinArgs<T>& a, int64_t* ends, Workspace ws,
   if (CN == 0) return cudaSuccess;
   const gpu::CountLayout<T> l(a, ws.ptr);
   if (ws.bytes < l.total) return cudaErrorInvalidValue;
-  gpu::count_tiles_kernel<T><<<num_blocks(CN), kThreads, 0, stream>>>(
+  GSR_LAUNCH(num_blocks(CN), kThreads, 0, stream, gpu::count_tiles_kernel<T>)(
       CN, a.means2d, a.radii, a.width, a.height, a.tile_size, l.counts);
   GSR_CUDA_TRY(cudaGetLastError());
   size_t bytes = l.cub_bytes;
@@ -274,7 +274,7 @@ cudaError_t launch_bin_sort(const BinArgs<T>& a, const int64_t* ends, int64_t M,
   unsigned long long* keys = l.keys;
   int32_t* vals = l.vals;
   if (M > 0) {
-    gpu::emit_pairs_kernel<T><<<num_blocks(CN), kThreads, 0, stream>>>(
+    GSR_LAUNCH(num_blocks(CN), kThreads, 0, stream, gpu::emit_pairs_kernel<T>)(
         CN, a.N, a.means2d, a.radii, a.depths, a.width, a.height, a.tile_size, g.TW, g.TH, ends,
         a.sort && !is_double, keys, vals);
     GSR_CUDA_TRY(cudaGetLastError());
@@ -282,14 +282,14 @@ cudaError_t launch_bin_sort(const BinArgs<T>& a, const int64_t* ends, int64_t M,
     if (a.sort && is_double) {
       // float64 depths do not fit the low 32 bits exactly: sort by the full 64-bit depth key
       // first (stable, Gaussian order on ties), then stably by tile below.
-      gpu::depth_key64_kernel<<<num_blocks(M), kThreads, 0, stream>>>(
+      GSR_LAUNCH(num_blocks(M), kThreads, 0, stream, gpu::depth_key64_kernel)(
           M, reinterpret_cast<const double*>(a.depths), vals, l.dkeys);
       GSR_CUDA_TRY(cudaGetLastError());
-      gpu::iota_kernel<<<num_blocks(M), kThreads, 0, stream>>>(M, l.perm);
+      GSR_LAUNCH(num_blocks(M), kThreads, 0, stream, gpu::iota_kernel)(M, l.perm);
       GSR_CUDA_TRY(cudaGetLastError());
       GSR_CUDA_TRY(cub::DeviceRadixSort::SortPairs(l.cub_tmp, bytes, l.dkeys, l.dkeys_out,
                                                    l.perm, l.perm_out, M, 0, 64, stream));
-      gpu::gather_pairs_kernel<<<num_blocks(M), kThreads, 0, stream>>>(M, l.perm_out, keys, vals,
+      GSR_LAUNCH(num_blocks(M), kThreads, 0, stream, gpu::gather_pairs_kernel)(M, l.perm_out, keys, vals,
                                                                         l.keys2, l.vals2);
       GSR_CUDA_TRY(cudaGetLastError());
       keys = l.keys2, vals = l.vals2;
@@ -303,7 +303,7 @@ cudaError_t launch_bin_sort(const BinArgs<T>& a, const int64_t* ends, int64_t M,
                                                  flatten_ids, M, begin_bit, 32 + g.tile_bits,
                                                  stream));
   }
-  gpu::tile_offsets_kernel<<<num_blocks(M + 1), kThreads, 0, stream>>>(M, g.n_tiles, l.keys_out,
+  GSR_LAUNCH(num_blocks(M + 1), kThreads, 0, stream, gpu::tile_offsets_kernel)(M, g.n_tiles, l.keys_out,
                                                                        tile_offsets);
   return cudaGetLastError();
 }
@@ -313,17 +313,17 @@ cudaError_t launch_validate_binning(const ValidateBinningArgs& a, int* flags,
   const int64_t T = a.C * a.TH * a.TW;
   GSR_CUDA_TRY(cudaMemsetAsync(flags, 0, sizeof(int), stream));
   if (T == 0) return cudaSuccess;
-  gpu::check_offsets_kernel<<<num_blocks(T), kThreads, 0, stream>>>(T, a.M, a.tile_offsets,
+  GSR_LAUNCH(num_blocks(T), kThreads, 0, stream, gpu::check_offsets_kernel)(T, a.M, a.tile_offsets,
                                                                      flags);
   GSR_CUDA_TRY(cudaGetLastError());
   if (a.M > 0) {
-    gpu::check_ids_kernel<<<num_blocks(a.M), kThreads, 0, stream>>>(
+    GSR_LAUNCH(num_blocks(a.M), kThreads, 0, stream, gpu::check_ids_kernel)(
         T, a.M, a.N, T / a.C, a.tile_offsets, a.flatten_ids, flags);
     GSR_CUDA_TRY(cudaGetLastError());
   }
   if (a.last_ids != nullptr) {
     const int64_t P = a.C * a.height * a.width;
-    gpu::check_last_ids_kernel<<<num_blocks(P), kThreads, 0, stream>>>(
+    GSR_LAUNCH(num_blocks(P), kThreads, 0, stream, gpu::check_last_ids_kernel)(
         a.C, a.width, a.height, a.tile_size, a.TW, a.TH, a.M, a.tile_offsets, a.last_ids, flags);
     GSR_CUDA_TRY(cudaGetLastError());
   }

@@ -35,8 +35,8 @@ template <typename T>
 cudaError_t launch_contributors(const ContributorsArgs<T>& a, cudaStream_t stream) {
   const int64_t n = a.in.C * a.P;
   if (n == 0) return cudaSuccess;
-  gpu::contributors_kernel<T><<<static_cast<unsigned>((n + gpu::kThreads - 1) / gpu::kThreads),
-                                gpu::kThreads, 0, stream>>>(a.in, a.pixels, a.P, a.K, a.tau_rel,
+  GSR_LAUNCH(static_cast<unsigned>((n + gpu::kThreads - 1) / gpu::kThreads),
+                                gpu::kThreads, 0, stream, gpu::contributors_kernel<T>)(a.in, a.pixels, a.P, a.K, a.tau_rel,
                                                             a.tau_abs, a.out);
   return cudaGetLastError();
 }

@@ -3,8 +3,7 @@
 // per-channel (or global) max |x| scales and the conversion of scaled rows to the operand type,
 // padded with zeros to 16-byte rows. Every step rounds as the ATen expressions the launchers
 // used before did (IEEE division and product, round-to-nearest conversion), also under
-// --use_fast_math, so the operands are the ones gsrender/mma_bwd_operands.h computes for the CPU
-// warp emulator; only G·OUT's sum runs in a different (fixed) order.
+// --use_fast_math.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -101,10 +100,10 @@ inline cudaError_t absmax_scale(const Source& src, bool per_channel, float* scal
   GSR_CUDA_TRY(cudaMemsetAsync(bits, 0, sizeof(unsigned) * n, stream));
   const int64_t S = src.CH * (((int64_t(1) << 16) + src.CH - 1) / src.CH);
   if (src.rows * src.CH > 0) {
-    absmax_kernel<<<blocks(S), kThreads, 0, stream>>>(src, per_channel, S, bits);
+    GSR_LAUNCH(blocks(S), kThreads, 0, stream, absmax_kernel)(src, per_channel, S, bits);
     GSR_CUDA_TRY(cudaGetLastError());
   }
-  finish_scale_kernel<<<blocks(n), kThreads, 0, stream>>>(n, bits);
+  GSR_LAUNCH(blocks(n), kThreads, 0, stream, finish_scale_kernel)(n, bits);
   return cudaGetLastError();
 }
 
@@ -113,7 +112,7 @@ template <typename T>
 cudaError_t convert(const Source& src, const float* col_div, const float* all_div, int64_t CHp,
                     void* dst, cudaStream_t stream) {
   if (src.rows * CHp == 0) return cudaSuccess;
-  convert_kernel<T><<<blocks(src.rows * CHp), kThreads, 0, stream>>>(src, col_div, all_div, CHp,
+  GSR_LAUNCH(blocks(src.rows * CHp), kThreads, 0, stream, convert_kernel<T>)(src, col_div, all_div, CHp,
                                                                      static_cast<T*>(dst));
   return cudaGetLastError();
 }

@@ -146,7 +146,7 @@ namespace launch {
 template <typename T>
 cudaError_t launch_project_fwd(const ProjectFwdArgs<T>& a, cudaStream_t stream) {
   if (a.C * a.N == 0) return cudaSuccess;
-  project_fwd_kernel<T><<<num_blocks(a.C * a.N), kThreads, 0, stream>>>(
+  GSR_LAUNCH(num_blocks(a.C * a.N), kThreads, 0, stream, project_fwd_kernel<T>)(
       a.C, a.N, a.means, a.quats, a.scales, a.opacities, a.viewmats, a.Ks, a.width, a.height,
       a.eps2d, a.near_plane, a.far_plane, a.radius_clip, a.antialiased, a.radii, a.means2d,
       a.depths, a.conics, a.opacities2d);
@@ -168,12 +168,12 @@ cudaError_t launch_project_bwd(const ProjectBwdArgs<T>& a, Workspace ws, cudaStr
   const int64_t blocks = num_blocks(a.N);
   Carver c(ws.ptr);
   T* view_partial = c.take<T>(blocks * a.C * kViewGrads);
-  project_bwd_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+  GSR_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, stream, project_bwd_kernel<T>)(
       a.C, a.N, a.means, a.quats, a.scales, a.opacities, a.viewmats, a.Ks, a.width, a.height,
       a.eps2d, a.antialiased, a.radii, a.v_means2d, a.v_depths, a.v_conics, a.v_opacities2d,
       a.v_means, a.v_quats, a.v_scales, a.v_opacities, view_partial);
   GSR_CUDA_TRY(cudaGetLastError());
-  view_sum_kernel<T><<<static_cast<unsigned>(num_blocks(a.C * kViewGrads)), kThreads, 0, stream>>>(
+  GSR_LAUNCH(static_cast<unsigned>(num_blocks(a.C * kViewGrads)), kThreads, 0, stream, view_sum_kernel<T>)(
       view_partial, blocks, a.C, a.v_viewmats);
   return cudaGetLastError();
 }

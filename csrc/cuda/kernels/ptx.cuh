@@ -1,9 +1,14 @@
 // Named inline-PTX wrappers of the Tensor Core rasterizer (docs/design.md §5, §5.4): warp MMA, ldmatrix and
 // cp.async. Only these touch PTX; the lane bookkeeping around them lives in
-// gsrender/mma_fragments.h, where the host warp emulator tests it. Everything here needs sm_80+;
+// gsrender/mma_fragments.h. Everything here needs sm_80+;
 // on older targets (or in host passes) the wrappers compile to a trap so a wrong dispatch is loud.
+// The host SIMT build (-DGSR_SIMT, tools/simt) runs each wrapper's instruction on its warp
+// emulator instead (tools/simt/simt_ptx.h); nvcc never sees that path.
 #pragma once
 #include <cstdint>
+#if defined(GSR_SIMT)
+#include "simt_ptx.h"
+#endif
 
 namespace gsrender {
 namespace ptx {
@@ -29,6 +34,9 @@ namespace ptx {
                : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                  \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),    \
                  "f"(c[1]), "f"(c[2]), "f"(c[3]))
+#elif defined(GSR_SIMT)
+#define GSR_MMA_BODY(INSTR) \
+  ::gsr_simt::ptx::mma<::gsr_simt::ptx::mma_type(INSTR)>(d, a, b, c, INSTR, __FILE__, __LINE__)
 #else
 #define GSR_MMA_BODY(INSTR) ((void)d, (void)a, (void)b, (void)c, __trap())
 #endif
@@ -61,6 +69,8 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return r;
+#elif defined(GSR_SIMT)
+  return ::gsr_simt::ptx::to_tf32(x);
 #else
   (void)x;
   __trap();
@@ -83,6 +93,8 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(smem_addr(row_ptr)));
+#elif defined(GSR_SIMT)
+  ::gsr_simt::ptx::ldmatrix(r, 2, true, row_ptr, "ldmatrix.x2.trans", __FILE__, __LINE__);
 #else
   (void)r, (void)row_ptr;
   __trap();
@@ -100,6 +112,8 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row_pt
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(row_ptr)));
+#elif defined(GSR_SIMT)
+  ::gsr_simt::ptx::ldmatrix(r, 4, false, row_ptr, "ldmatrix.x4", __FILE__, __LINE__);
 #else
   (void)r, (void)row_ptr;
   __trap();
@@ -111,6 +125,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(row_ptr)));
+#elif defined(GSR_SIMT)
+  ::gsr_simt::ptx::ldmatrix(r, 4, true, row_ptr, "ldmatrix.x4.trans", __FILE__, __LINE__);
 #else
   (void)r, (void)row_ptr;
   __trap();
@@ -127,6 +143,8 @@ __device__ __forceinline__ void cp_async_cg16(void* smem_dst, const void* gmem_s
                :
                : "r"(smem_addr(smem_dst)), "l"(gmem_src), "r"(src_bytes)
                : "memory");
+#elif defined(GSR_SIMT)
+  ::gsr_simt::ptx::cp_async16(smem_dst, gmem_src, src_bytes);
 #else
   (void)smem_dst, (void)gmem_src, (void)src_bytes;
   __trap();
@@ -137,6 +155,8 @@ __device__ __forceinline__ void cp_async_cg16(void* smem_dst, const void* gmem_s
 __device__ __forceinline__ void cp_async_commit() {
 #if GSR_PTX_SM80
   asm volatile("cp.async.commit_group;\n" ::: "memory");
+#elif defined(GSR_SIMT)
+  ::gsr_simt::async_commit();
 #endif
 }
 
@@ -147,6 +167,8 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait_group() {
 #if GSR_PTX_SM80
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#elif defined(GSR_SIMT)
+  ::gsr_simt::async_wait(N);
 #endif
 }
 

@@ -282,13 +282,13 @@ cudaError_t backward_deterministic(const RasterArgs<T>& p, const RasterBwdIO<T>&
   const int64_t CH = p.CH, G = l.G, M = p.M;
   const bool has_bg = p.backgrounds != nullptr;
   if (M > 0) {
-    iota64_kernel<<<det_blocks(M), 256, 0, stream>>>(M, l.iota);
+    GSR_LAUNCH(det_blocks(M), 256, 0, stream, iota64_kernel)(M, l.iota);
     GSR_CUDA_TRY(cudaGetLastError());
     size_t bytes = l.cub_bytes;
     GSR_CUDA_TRY(cub::DeviceRadixSort::SortPairs(l.cub_tmp, bytes, p.flatten_ids, l.sorted_ids,
                                                  l.iota, l.order, M, 0, l.key_bits, stream));
   }
-  segments_kernel<<<det_blocks(G + 1), 256, 0, stream>>>(M, G, l.sorted_ids, l.seg);
+  GSR_LAUNCH(det_blocks(G + 1), 256, 0, stream, segments_kernel)(M, G, l.sorted_ids, l.seg);
   GSR_CUDA_TRY(cudaGetLastError());
   if (has_bg)
     GSR_CUDA_TRY(cudaMemsetAsync(l.bg_part, 0, sizeof(T) * l.n_tiles * CH, stream));
@@ -298,16 +298,16 @@ cudaError_t backward_deterministic(const RasterArgs<T>& p, const RasterBwdIO<T>&
     const DetPass ps = det_pass(l.chunk, c0, CH);
     GSR_CUDA_TRY(cudaMemsetAsync(l.part, 0, sizeof(T) * M * ps.stride, stream));
     const DetRows<T> det{l.part, has_bg ? l.bg_part : nullptr, ps};
-    rasterize_bwd_kernel<T, true><<<static_cast<unsigned>(l.n_tiles), threads, 0, stream>>>(
+    GSR_LAUNCH(static_cast<unsigned>(l.n_tiles), threads, 0, stream, rasterize_bwd_kernel<T, true>)(
         p, io, det);
     GSR_CUDA_TRY(cudaGetLastError());
     if (G * ps.stride == 0) continue;
-    det_reduce_kernel<T><<<det_blocks(G * ps.stride), 256, 0, stream>>>(out, ps, l.part, l.order,
+    GSR_LAUNCH(det_blocks(G * ps.stride), 256, 0, stream, det_reduce_kernel<T>)(out, ps, l.part, l.order,
                                                                          l.seg, G);
     GSR_CUDA_TRY(cudaGetLastError());
   }
   if (!has_bg || p.C * CH == 0) return cudaSuccess;
-  det_bg_kernel<T><<<det_blocks(p.C * CH), 256, 0, stream>>>(l.bg_part, io.v_backgrounds, p.C,
+  GSR_LAUNCH(det_blocks(p.C * CH), 256, 0, stream, det_bg_kernel<T>)(l.bg_part, io.v_backgrounds, p.C,
                                                              int64_t(p.TH) * p.TW, CH);
   return cudaGetLastError();
 }
@@ -321,8 +321,8 @@ template <typename T>
 cudaError_t launch_rasterize_bwd(const RasterBwdArgs<T>& a, cudaStream_t stream) {
   const int64_t n_tiles = raster_tiles(a.in);
   if (n_tiles == 0) return cudaSuccess;
-  gpu::rasterize_bwd_kernel<T, false><<<static_cast<unsigned>(n_tiles),
-                                        raster_threads(a.in.tile_size), 0, stream>>>(
+  GSR_LAUNCH(static_cast<unsigned>(n_tiles),
+                                        raster_threads(a.in.tile_size), 0, stream, gpu::rasterize_bwd_kernel<T, false>)(
       a.in, a.io, gpu::DetRows<T>{});
   return cudaGetLastError();
 }

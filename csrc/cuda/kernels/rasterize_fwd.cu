@@ -105,7 +105,7 @@ template <typename T, int kChunk>
 cudaError_t launch_fwd(const RasterArgs<T>& p, const FwdOut<T>& o, int64_t n_tiles, int threads,
                        cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>((p.CH + kChunk - 1) / kChunk));
-  rasterize_fwd_kernel<T, kChunk><<<grid, threads, 0, stream>>>(p, o);
+  GSR_LAUNCH(grid, threads, 0, stream, rasterize_fwd_kernel<T, kChunk>)(p, o);
   return cudaGetLastError();
 }
 

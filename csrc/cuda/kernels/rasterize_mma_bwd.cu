@@ -19,13 +19,13 @@
 // column before one atomic per (Gaussian, parameter) and warp. v_backgrounds is a plain reduction
 // over pixels, a separate kernel of the launcher.
 // Operand scaling (no host sync; the launcher prepares the operands on the device with
-// mma_operands.cuh, the values gsrender/mma_bwd_operands.h computes for the CPU emulator):
+// mma_operands.cuh):
 // Ĝ = G / s_G per channel (s_G = max |G| of the channel), so fp16 keeps the small loss
 // gradients out of its subnormal range; dF is rescaled by s_G per channel.
 // dW needs Σ_c G_c F_c, so F is stored as F·s_G / s_F with one global s_F = max |F·s_G|, and dW
 // is rescaled by s_F.
-// The per-lane index maps and arithmetic live in gsrender/mma_bwd_fragments.h, where the host warp
-// emulator (csrc/cpu/mma_bwd_emulation.cpp) runs them; only PTX and memory traffic stay here.
+// The per-lane index maps and arithmetic live in gsrender/mma_bwd_fragments.h; only PTX and memory
+// traffic stay here.
 #include "gsrender/launch/rasterize.h"
 #include "gsrender/mma_bwd_fragments.h"
 #include "mma_operands.cuh"
@@ -268,10 +268,10 @@ template <bool kBf16>
 cudaError_t launch_kernel(const RasterArgs<float>& p, const RasterBwdIO<float>& io,
                           const BwdArgs& ba, int64_t n_tiles, cudaStream_t stream) {
   if (p.sorted)
-    rasterize_mma_bwd_kernel<kBf16, true><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
+    GSR_LAUNCH(static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream, rasterize_mma_bwd_kernel<kBf16, true>)(
         p, io, ba);
   else
-    rasterize_mma_bwd_kernel<kBf16, false><<<static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream>>>(
+    GSR_LAUNCH(static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream, rasterize_mma_bwd_kernel<kBf16, false>)(
         p, io, ba);
   return cudaGetLastError();
 }
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(operands::kThreads)
   if (threadIdx.x == 0) io.v_backgrounds[cam * p.CH + c] = red[0];
 }
 
-// The workspace (gsrender/mma_bwd_operands.h describes the operands): Ĝ [P, CHp], F̃ [C·N, CHp]
+// The workspace (the operands are described above): Ĝ [P, CHp], F̃ [C·N, CHp]
 // (f16 / bf16 bits), s_G [CH], s_F [1], G·OUT [P].
 struct BwdLayout {
   uint16_t *g, *f;
@@ -335,7 +335,7 @@ cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<flo
   using Bits = op::Bits16<kBf16>;
   // G = v_render (weighted: / (Σw + w_bg)); s_G per channel; Ĝ = G / s_G
   const op::Source g{io.v_render, l.P, p.CH, p.sorted ? nullptr : io.aux};
-  gout_kernel<<<op::blocks(l.P), op::kThreads, 0, stream>>>(g, io.render, l.gout);
+  GSR_LAUNCH(op::blocks(l.P), op::kThreads, 0, stream, gout_kernel)(g, io.render, l.gout);
   GSR_CUDA_TRY(cudaGetLastError());
   GSR_CUDA_TRY(op::absmax_scale(g, /*per_channel=*/true, l.g_scale, stream));
   GSR_CUDA_TRY(op::convert<Bits>(g, l.g_scale, nullptr, l.CHp, l.g, stream));
@@ -369,8 +369,8 @@ cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, int64_t impl
                    : gpu::prepare_and_launch<false>(p, a.io, l, n_tiles, stream));
   // v_backgrounds: sorted T_final·v_render, weighted w_bg·g, summed over each camera's pixels
   if (p.backgrounds == nullptr || p.C * p.CH == 0) return cudaSuccess;
-  gpu::v_backgrounds_kernel<<<static_cast<unsigned>(p.C * p.CH), gpu::operands::kThreads, 0,
-                              stream>>>(p, a.io);
+  GSR_LAUNCH(static_cast<unsigned>(p.C * p.CH), gpu::operands::kThreads, 0,
+                              stream, gpu::v_backgrounds_kernel)(p, a.io);
   return cudaGetLastError();
 }
 

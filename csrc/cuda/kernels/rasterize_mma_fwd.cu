@@ -267,10 +267,10 @@ cudaError_t launch_kernel(const RasterArgs<float>& p, const FwdOut<float>& o,
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>((p.CH + kNT * mma::kN - 1) / (kNT * mma::kN)));
   if (p.sorted)
-    rasterize_mma_fwd_kernel<kImpl, kNT, true><<<grid, kMmaThreads, 0, stream>>>(p, o, feat, CHp,
+    GSR_LAUNCH(grid, kMmaThreads, 0, stream, rasterize_mma_fwd_kernel<kImpl, kNT, true>)(p, o, feat, CHp,
                                                                                  scale);
   else
-    rasterize_mma_fwd_kernel<kImpl, kNT, false><<<grid, kMmaThreads, 0, stream>>>(p, o, feat, CHp,
+    GSR_LAUNCH(grid, kMmaThreads, 0, stream, rasterize_mma_fwd_kernel<kImpl, kNT, false>)(p, o, feat, CHp,
                                                                                   scale);
   return cudaGetLastError();
 }

@@ -45,7 +45,7 @@ namespace launch {
 template <typename T>
 cudaError_t launch_sh_fwd(const ShFwdArgs<T>& a, cudaStream_t stream) {
   if (a.C * a.N == 0) return cudaSuccess;
-  sh_fwd_kernel<T><<<num_blocks(a.C * a.N), kThreads, 0, stream>>>(a.degree, a.C, a.N, a.K,
+  GSR_LAUNCH(num_blocks(a.C * a.N), kThreads, 0, stream, sh_fwd_kernel<T>)(a.degree, a.C, a.N, a.K,
                                                                     a.dirs, a.coeffs, a.colors);
   return cudaGetLastError();
 }
@@ -53,7 +53,7 @@ cudaError_t launch_sh_fwd(const ShFwdArgs<T>& a, cudaStream_t stream) {
 template <typename T>
 cudaError_t launch_sh_bwd(const ShBwdArgs<T>& a, cudaStream_t stream) {
   if (a.C * a.N == 0) return cudaSuccess;
-  sh_bwd_kernel<T><<<num_blocks(a.N), kThreads, 0, stream>>>(
+  GSR_LAUNCH(num_blocks(a.N), kThreads, 0, stream, sh_bwd_kernel<T>)(
       a.degree, a.C, a.N, a.K, a.dirs, a.coeffs, a.v_colors, a.v_dirs, a.v_coeffs);
   return cudaGetLastError();
 }

@@ -95,13 +95,13 @@ cudaError_t launch_weight_stats(const WeightStatsArgs<T>& a, Workspace ws, cudaS
   int32_t* dom = Carver(ws.ptr).take<int32_t>(CN);  // [C, N]
   GSR_CUDA_TRY(cudaMemsetAsync(dom, 0, sizeof(int32_t) * CN, stream));
   if (n_tiles > 0) {
-    gpu::weight_stats_kernel<T><<<static_cast<unsigned>(n_tiles),
-                                  raster_threads(a.in.tile_size), 0, stream>>>(
+    GSR_LAUNCH(static_cast<unsigned>(n_tiles),
+                                  raster_threads(a.in.tile_size), 0, stream, gpu::weight_stats_kernel<T>)(
         a.in, gpu::StatsOut<T>{a.wsum, a.wmax, dom, a.topk_ids, a.topk_w, a.K, a.tau_s});
     GSR_CUDA_TRY(cudaGetLastError());
   }
   if (a.in.N == 0) return cudaSuccess;
-  gpu::count_views_kernel<<<static_cast<unsigned>((a.in.N + 255) / 256), 256, 0, stream>>>(
+  GSR_LAUNCH(static_cast<unsigned>((a.in.N + 255) / 256), 256, 0, stream, gpu::count_views_kernel)(
       a.in.C, a.in.N, dom, a.n_views);
   return cudaGetLastError();
 }

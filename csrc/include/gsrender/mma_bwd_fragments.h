@@ -3,8 +3,8 @@
 // row each lane hands to ldmatrix for the dW = Ĝ·F̃ᵀ and dF = Wᵀ·Ĝ operands, the unscaling of the
 // dW fragment into the lane's 4 Gaussian columns, the front-to-back suffix sums of the sorted mode,
 // dα per pair and the reduction of a column over the 8 lanes that own it. Everything is
-// GSR_HOST_DEVICE and written against the same abstract lane types as gsrender/mma_fragments.h, so
-// the host warp emulator (csrc/cpu/mma_bwd_emulation.cpp) runs the very code the kernel runs.
+// GSR_HOST_DEVICE and written against the same abstract lane types as gsrender/mma_fragments.h;
+// on the CPU they run inside the kernel under the SIMT runtime (tools/simt, docs/cuda.md).
 //
 // Shared buffers of one warp (rows of kBwdStride halves, 16-byte aligned):
 //   g[32][·]: Ĝ of one channel batch of 16, row 16b + r = m16 row r of block b (sub-tile pixel)
@@ -127,7 +127,7 @@ GSR_UNROLL
   return v;
 }
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(GSR_SIMT)
 // The device warp for column_sum: xor shuffles across all 32 lanes (all converged).
 struct DeviceWarp {
   template <class T>

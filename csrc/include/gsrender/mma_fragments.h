@@ -2,8 +2,9 @@
 // pairs and (Gaussian, channel) elements each lane owns for
 // `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`, α for the lane's pairs, the transmittance
 // scan along a row inside a quad with the exact early stop, f16x2 packing and the C-fragment →
-// (pixel, channel) map. Everything is GSR_HOST_DEVICE so the host warp emulator
-// (csrc/cpu/warp_emulator.h) runs the very code the kernel runs and a CPU test proves it.
+// (pixel, channel) map. The kernels include it; on the CPU it runs inside the kernels themselves
+// under the SIMT runtime (tools/simt, docs/cuda.md), whose MMA / ldmatrix emulation is written
+// from the PTX ISA tables independently of the maps below.
 //
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16", g = lane>>2, t = lane&3):
 //   A 16×16 (rows = pixels, cols = Gaussians), 4 × .b32 registers of 2 halves, element i ∈ [0,8):
@@ -19,9 +20,11 @@
 //
 // Shuffle-using functions are written against an abstract quad `Q` (q.up / q.idx / q.xor_ within
 // groups of 4 lanes) and generic lane types: on the device V = float, I = int, M = bool (one
-// lane's registers, Q = DeviceQuad); the host emulator instantiates them with 32-lane vectors, so
-// one body runs all lanes in lockstep. They only use sel / vmin / vmax / arithmetic / comparisons.
+// lane's registers, Q = DeviceQuad). They only use sel / vmin / vmax / arithmetic / comparisons.
 #pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -103,7 +106,7 @@ GSR_UNROLL
 
 // ---------------------------------------------------------------------------- lane-generic ops
 
-// Scalar (device, one lane) versions; the host emulator overloads them for its lane vectors.
+// Scalar (one lane) versions of the lane operations the generic bodies use.
 GSR_HOST_DEVICE float sel(bool c, float a, float b) { return c ? a : b; }
 GSR_HOST_DEVICE int sel(bool c, int a, int b) { return c ? a : b; }
 GSR_HOST_DEVICE float vmin(float a, float b) { return b < a ? b : a; }
@@ -233,7 +236,7 @@ GSR_UNROLL
   trans = trans * prod;
 }
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(GSR_SIMT)  // GSR_SIMT: the CPU build of the kernels
 // The device quad: shuffles within groups of 4 lanes. All 32 lanes must be converged.
 struct DeviceQuad {
   template <class T>
@@ -249,84 +252,19 @@ struct DeviceQuad {
 
 // ---------------------------------------------------------------------------- f16 / bf16 packing
 
-// float → IEEE half bits, round to nearest even (host; the device uses __floats2half2_rn).
-GSR_HOST_DEVICE uint16_t float_to_half_bits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
-  if (mag >= 0x7f800000u) return sign | (mag > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN / inf
-  if (mag >= 0x477ff000u) return sign | 0x7c00u;  // ≥ 65520 rounds to inf
-  const uint32_t e = mag >> 23;
-  if (e < 113) {  // |f| < 2^-14: a half subnormal (unit 2^-24) or 0
-    if (e < 102) return sign;
-    const uint32_t m = (mag & 0x7fffffu) | 0x800000u, s = 126 - e;  // |f| = m·2^(e−150)
-    uint32_t h = m >> s;
-    const uint32_t rem = m & ((1u << s) - 1), half = 1u << (s - 1);
-    if (rem > half || (rem == half && (h & 1u))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (mag - 0x38000000u) >> 13;  // rebias 127 → 15
-  const uint32_t rem = mag & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
-  return static_cast<uint16_t>(sign | h);
-}
-
-GSR_HOST_DEVICE float half_bits_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  uint32_t x;
-  if (e == 0x1f) {
-    x = sign | 0x7f800000u | (m << 13);
-  } else if (e != 0) {
-    x = sign | ((e + 112) << 23) | (m << 13);
-  } else if (m == 0) {
-    x = sign;
-  } else {  // subnormal: m·2^-24, exact in float
-    const float v = static_cast<float>(m) * (1.0f / 16777216.0f);
-    memcpy(&x, &v, 4);
-    x |= sign;
-  }
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-// float → bfloat16 bits, round to nearest even.
-GSR_HOST_DEVICE uint16_t float_to_bf16_bits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
-
-GSR_HOST_DEVICE float bf16_bits_to_float(uint16_t h) {
-  const uint32_t x = uint32_t(h) << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
 // Two floats → one .b32 register: lo in bits 0–15 (the lower column/row), hi in bits 16–31.
 GSR_HOST_DEVICE uint32_t pack_half2(float lo, float hi) {
-#if defined(__CUDA_ARCH__)
   const __half2 v = __floats2half2_rn(lo, hi);
   uint32_t r;
   memcpy(&r, &v, 4);
   return r;
-#else
-  return uint32_t(float_to_half_bits(lo)) | (uint32_t(float_to_half_bits(hi)) << 16);
-#endif
 }
 
 GSR_HOST_DEVICE uint32_t pack_bf162(float lo, float hi) {
-#if defined(__CUDA_ARCH__)
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   uint32_t r;
   memcpy(&r, &v, 4);
   return r;
-#else
-  return uint32_t(float_to_bf16_bits(lo)) | (uint32_t(float_to_bf16_bits(hi)) << 16);
-#endif
 }
 
 // The lane's W of one m16 block (w[h][j]: row half h, column j) → the 4 A registers:

@@ -47,6 +47,16 @@ class Carver {
 }  // namespace launch
 }  // namespace gsrender
 
+// Starts a kernel: GSR_LAUNCH(grid, block, smem, stream, kernel)(args...) is exactly
+// kernel<<<grid, block, smem, stream>>>(args...) under nvcc, and a launch on the host SIMT
+// runtime in the CPU build of the kernels (-DGSR_SIMT, tools/simt). The kernel comes last so that
+// template arguments with commas need no parentheses.
+#if defined(GSR_SIMT)
+#define GSR_LAUNCH GSR_SIMT_LAUNCH
+#else
+#define GSR_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#endif
+
 // Returns from the enclosing launcher on a CUDA error.
 #define GSR_CUDA_TRY(expr)                       \
   do {                                           \

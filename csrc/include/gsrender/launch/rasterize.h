@@ -69,7 +69,7 @@ cudaError_t launch_rasterize_bwd_det(const RasterBwdArgs<T>& a, Workspace ws,
                                      cudaStream_t stream);
 
 // The Tensor Core backward, impl = kImplMatrixF16 / BF16. Workspace: Ĝ, F̃, their scales and
-// G·OUT (gsrender/mma_bwd_operands.h describes them).
+// G·OUT (described in csrc/cuda/kernels/rasterize_mma_bwd.cu).
 size_t rasterize_mma_bwd_workspace_bytes(const RasterArgs<float>& p, int64_t impl);
 cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, int64_t impl, Workspace ws,
                                      cudaStream_t stream);

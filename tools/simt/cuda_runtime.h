@@ -1,0 +1,3 @@
+// SIMT stand-in (tools/simt/simt.h)
+#pragma once
+#include "simt.h"
