@@ -68,6 +68,16 @@ SWEEPS = {  # name -> (SceneParams field or "K_max", values); every sweep on the
     "shells": ("n_shells", (1, 3, 5)),
 }
 
+# The second protocol run (--layout extra, same frozen defaults, sizes and seeds): the composite
+# scene (the real plant in the room), every method on the touching and thin splits, distill on
+# isolated / occluding (the other methods' rows come from the first run with --resume), and the
+# opacity sweep with the strongest baseline (grouping) beside identity.
+EXTRA = {"plant": (("isolated",), METHODS),
+         "shells": (("touching", "thin", "isolated", "occluding"), METHODS)}
+EXTRA_SWEEPS = {"opacity": ("opacity", ((0.5, 0.7), (0.7, 0.9), (0.9, 0.99)))}
+EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
+LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS)}
+
 
 class Scene:
     """A generated scene with its noisy training masks, frozen views and evaluation views."""
@@ -178,10 +188,11 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
 
     torch.manual_seed(0)
     params0 = R.SceneParams()
-    main_cells = [] if args.sweeps else [(st, sp, sd) for st, (splits, _) in MAIN.items()
+    layout, sweeps, sweep_methods = LAYOUTS[args.layout]
+    main_cells = [] if args.sweeps else [(st, sp, sd) for st, (splits, _) in layout.items()
                                          for sp in splits for sd in EVAL_SEEDS]
     sweep_cells = []  # seed-major within a sweep: the K_max points share one scene per seed
-    for name, (field, values) in SWEEPS.items():
+    for name, (field, values) in sweeps.items():
         if args.sweeps and name not in args.sweeps:
             continue
         for sd in SWEEP_SEEDS:
@@ -189,7 +200,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
                 p = params0 if field == "K_max" else replace(params0, **{field: v})
                 c = replace(cfg, K_max=v) if field == "K_max" else cfg
                 sweep_cells.append((name, v, p, c, sd))
-    n_units = sum(len(MAIN[c[0]][1]) for c in main_cells) + len(sweep_cells) * len(SWEEP_METHODS)
+    n_units = sum(len(layout[c[0]][1]) for c in main_cells) + len(sweep_cells) * len(sweep_methods)
     bar = tqdm(total=n_units, ascii=True, mininterval=20, file=sys.stdout, desc="removal3d")
     current: dict = {}  # the scene being run: one scene's views in memory at a time
     hidden: dict = {}   # (split, seed, params) -> hidden share
@@ -206,7 +217,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
     results: dict = {"env": env_block(), "protocol": PROTOCOL, "eval_seeds": EVAL_SEEDS,
                      "tuning_seeds": TUNING_SEEDS, "sweep_seeds": SWEEP_SEEDS,
                      "voda_config": asdict(cfg), "scene_params": asdict(params0),
-                     "plant_hidden_share": R.PLANT_HIDDEN_SHARE, "layout": MAIN, "sweep_grid": SWEEPS,
+                     "plant_hidden_share": R.PLANT_HIDDEN_SHARE, "layout": layout, "sweep_grid": sweeps,
                      "main": {}, "sweeps": {}}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     partial = args.json.with_suffix(".partial.json")
@@ -223,7 +234,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
     for st, sp, sd in main_cells:
         p = replace(params0, structure=st)
         row = {"seed": sd}
-        for m in MAIN[st][1]:
+        for m in layout[st][1]:
             key = (sp, sd, p, m, cfg.K_max)
             if key not in memo:
                 memo[key] = scene(sp, sd, p).run(m, a["iters"], cfg, sd)
@@ -236,7 +247,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
         partial.write_text(json.dumps(results, default=str))  # a killed run keeps its rows
     for name, v, p, c, sd in sweep_cells:
         keys = {m: ("isolated", sd, p, m, c.K_max if m.endswith("+voda") else cfg.K_max)
-                for m in SWEEP_METHODS}
+                for m in sweep_methods}
         for m, key in keys.items():
             if key not in memo:
                 memo[key] = scene("isolated", sd, p).run(m, a["iters"], c, sd)
@@ -251,12 +262,12 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
     results["seconds"] = time.perf_counter() - t0
     results["summary"] = {}
     for st, d in results["main"].items():
-        ms = MAIN[st][1]
+        ms = layout[st][1]
         results["summary"][st] = {sp: summarise(rows, ms) for sp, rows in d.items()}
         results["summary"][st]["all"] = summarise([r for rows in d.values() for r in rows], ms)
     results["sweep_summary"] = {
-        name: [{"value": v, **summarise([r for r in rows if r["value"] == v], SWEEP_METHODS)}
-               for v in SWEEPS[name][1]] for name, rows in results["sweeps"].items()}
+        name: [{"value": v, **summarise([r for r in rows if r["value"] == v], sweep_methods)}
+               for v in sweeps[name][1]] for name, rows in results["sweeps"].items()}
     args.json.write_text(json.dumps(results, indent=1, default=str))
     partial.unlink()
     print(f"wrote {args.json} ({results['seconds']:.0f} s)")
@@ -296,7 +307,10 @@ def main(argv=None) -> int:
                     const=Path(__file__).resolve().parents[2] / "shared/data/plant/plant.splat",
                     help="print the hidden share of a trained .splat (default: the shared plant)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
-    ap.add_argument("--sweeps", nargs="+", default=None, choices=tuple(SWEEPS),
+    ap.add_argument("--layout", choices=tuple(LAYOUTS), default="main",
+                    help="--protocol: the first run's tables and sweeps (main) or the second's "
+                         "(extra: composite plant scene, touching / thin, distill, opacity)")
+    ap.add_argument("--sweeps", nargs="+", default=None, choices=(*SWEEPS, *EXTRA_SWEEPS),
                     help="--protocol: run only these sweeps (no main tables)")
     ap.add_argument("--resume", type=Path, default=None,
                     help="--protocol: reuse the finished main-table rows of this (partial) JSON")
