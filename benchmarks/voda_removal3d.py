@@ -7,6 +7,8 @@ voting; VODA does not apply). Three modes:
     python benchmarks/voda_removal3d.py --quick [--json out.json]   # 1 scene per split, seed 0
     python benchmarks/voda_removal3d.py --protocol                  # the evaluation (docs/voda.md)
     python benchmarks/voda_removal3d.py --measure-plant             # PLANT_HIDDEN_SHARE
+    python benchmarks/voda_removal3d.py --protocol --layout extra --resume FIRST.json   # 2nd run
+    python benchmarks/voda_removal3d.py --finish RUN.partial.json --json RUN.json      # stopped run
 
 --quick and plain runs write {"<method>": {"baseline": M, "voda": M}} ("vote": {"baseline": M})
 with --json, each M holding the means over all splits of rde, nrde, collateral, gaussian_iou,
@@ -260,21 +262,33 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
         partial.write_text(json.dumps(results, default=str))
     bar.close()
     results["seconds"] = time.perf_counter() - t0
-    results["summary"] = {}
-    for st, d in results["main"].items():
-        ms = layout[st][1]
-        results["summary"][st] = {sp: summarise(rows, ms) for sp, rows in d.items()}
-        results["summary"][st]["all"] = summarise([r for rows in d.values() for r in rows], ms)
-    results["sweep_summary"] = {
-        name: [{"value": v, **summarise([r for r in rows if r["value"] == v], sweep_methods)}
-               for v in sweeps[name][1]] for name, rows in results["sweeps"].items()}
-    args.json.write_text(json.dumps(results, indent=1, default=str))
+    finish(results, args.json, args.images)
     partial.unlink()
-    print(f"wrote {args.json} ({results['seconds']:.0f} s)")
+    return 0
+
+
+def finish(results: dict, json_path: Path, images: Path, main_stem: str | None = None) -> None:
+    """Summaries (means ± 95 % intervals) of the rows a protocol run finished (all of them, or
+    those of a stopped run's .partial.json), the JSON, its .md tables and the plots."""
     from benchmarks.voda_report import write_report
 
-    write_report(results, args.images, args.json.with_suffix(".md"))
-    return 0
+    results["summary"] = {}
+    for st, d in results["main"].items():
+        ms = results["layout"][st][1]
+        results["summary"][st] = {sp: summarise(rows, ms) for sp, rows in d.items()}
+        if len(d) > 1:
+            results["summary"][st]["all"] = summarise([r for rows in d.values() for r in rows],
+                                                      ms)
+    results["sweep_summary"] = {}
+    for name, rows in results["sweeps"].items():
+        methods = [k for k in rows[0] if k not in ("value", "seed", "hidden_share")]
+        values = [v for v in results["sweep_grid"][name][1] if any(r["value"] == v for r in rows)]
+        results["sweep_summary"][name] = [
+            {"value": v, **summarise([r for r in rows if r["value"] == v], methods)}
+            for v in values]
+    json_path.write_text(json.dumps(results, indent=1, default=str))
+    print(f"wrote {json_path} ({results.get('seconds', float('nan')):.0f} s)")
+    write_report(results, images, json_path.with_suffix(".md"), main_stem)
 
 
 def plant_hidden_share(path: Path) -> float:
@@ -314,6 +328,10 @@ def main(argv=None) -> int:
                     help="--protocol: run only these sweeps (no main tables)")
     ap.add_argument("--resume", type=Path, default=None,
                     help="--protocol: reuse the finished main-table rows of this (partial) JSON")
+    ap.add_argument("--finish", type=Path, default=None, metavar="PARTIAL",
+                    help="summarise the rows of a stopped --protocol run's .partial.json into "
+                         "--json (tables, plots; --main-plot STEM also plots the main tables)")
+    ap.add_argument("--main-plot", default=None, metavar="STEM")
     ap.add_argument("--images", type=Path, default=Path("docs/images"),
                     help="--protocol: folder of the sweep plots")
     ap.add_argument("--splits", nargs="+", default=list(R.SPLITS), choices=R.SPLITS)
@@ -341,6 +359,11 @@ def main(argv=None) -> int:
     torch.set_num_threads(max(1, args.threads))
     if args.measure_plant is not None:
         return measure_plant(args.measure_plant)
+    if args.finish:
+        if args.json is None:
+            ap.error("--finish needs --json")
+        finish(json.loads(args.finish.read_text()), args.json, args.images, args.main_plot)
+        return 0
     if args.protocol:  # the frozen defaults, whatever the flags say
         args.json = args.json or Path("benchmarks/results/voda_protocol.json")
         return run_protocol(args, dict(PROTOCOL), VodaConfig())

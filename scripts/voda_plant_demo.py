@@ -94,6 +94,19 @@ def make_masks(out: Path, seed: int = 0) -> None:
     print(cmd)
 
 
+def _mask_rgb(m: np.ndarray) -> np.ndarray:
+    """Background black, ignored grey, each id its own colour (the same id, the same colour in
+    every view, so the per-view numbering shows)."""
+    from matplotlib import colormaps
+
+    rgb = np.zeros((*m.shape, 3))
+    rgb[m == IGNORE] = 0.5
+    for i in np.unique(m):
+        if 0 < i < IGNORE:
+            rgb[m == i] = colormaps["tab20"](int(i) % 20)[:3]
+    return rgb
+
+
 def figure(out: Path, images: Path) -> Path:
     """Original / mask (view 0 ids) / removed / extracted for 3 views."""
     import imageio.v3 as iio
@@ -106,7 +119,8 @@ def figure(out: Path, images: Path) -> Path:
     fig = Figure(figsize=(8, 2.0 * len(pick) + 0.4))
     FigureCanvasAgg(fig)
     cols = (("original render", lambda nm, i: iio.imread(out / "views" / f"{nm}.png")),
-            ("user's mask (ids per view)", lambda nm, i: iio.imread(out / "masks" / f"{nm}.png")),
+            ("user's mask (colour = id in that view)",
+             lambda nm, i: _mask_rgb(iio.imread(out / "masks" / f"{nm}.png"))),
             ("pot removed", lambda nm, i: iio.imread(out / "run" / "removed" / f"view_{i:03d}.png")),
             ("pot extracted",
              lambda nm, i: iio.imread(out / "run" / "extracted" / f"view_{i:03d}.png")))
@@ -114,7 +128,7 @@ def figure(out: Path, images: Path) -> Path:
         for c, (title, load) in enumerate(cols):
             ax = fig.add_subplot(len(pick), len(cols), r * len(cols) + c + 1)
             img = load(names[i], i)
-            ax.imshow(img, cmap="tab20" if img.ndim == 2 else None, interpolation="nearest")
+            ax.imshow(img, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
