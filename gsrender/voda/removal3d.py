@@ -5,7 +5,9 @@ A scene is a textured floor and walls stored completely (also under the objects)
 objects of one of two structures: "shells", nested shells of gsrender.synthetic.object_blob (the
 surface, a sub-surface layer and interior layers: what RGB optimisation leaves behind a
 surface's front), or "surface", one opaque surface layer plus Gaussians scattered through the
-interior, their share of the object set from a trained 3DGS (PLANT_HIDDEN_SHARE).
+interior, their share of the object set from a trained 3DGS (PLANT_HIDDEN_SHARE); or, the
+composite scene ("plant"), the real trained plant of ../shared/data as the one object
+(voda.composite).
 Splits: isolated, touching, occluding, thin. Cameras on hemisphere rings inside the room. Per view:
 RGB, instance masks, expected depth; SAM-like noise on the training masks; and an "RGB-optimised"
 variant whose object Gaussians are refitted to the images with Adam through gsrender.rasterize.
