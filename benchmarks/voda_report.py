@@ -82,13 +82,16 @@ def plot_sweeps(results: dict, images: Path) -> list[Path]:
             ax.grid(alpha=0.3)
             if j == 0:
                 ax.legend(fontsize=7)
-        fig.suptitle(f"Removal-3D sweep: {name} (isolated split, {points[0]['n']} seeds, "
-                     "mean ± 95 % CI)", fontsize=10)
-        fig.tight_layout()
-        path = images / f"voda_sweep_{name}.png"
-        fig.savefig(path, dpi=90)
-        paths.append(path)
+        paths.append(_save(fig, f"Removal-3D sweep: {name} (isolated split, {points[0]['n']} "
+                                "seeds, mean ± 95 % CI)", images / f"voda_sweep_{name}.png"))
     return paths
+
+
+def _save(fig, title: str, path: Path) -> Path:
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return path
 
 
 def plot_main(results: dict, images: Path, stem: str) -> list[Path]:
@@ -120,12 +123,9 @@ def plot_main(results: dict, images: Path, stem: str) -> list[Path]:
             ax.grid(alpha=0.3, axis="y")
             if j == 0:
                 ax.legend(fontsize=6, ncol=2)
-        fig.suptitle(f"Removal-3D, structure {st}: mean ± 95 % CI over scenes (count in "
-                     "brackets); hatched = baseline, plain = + VODA", fontsize=10)
-        fig.tight_layout()
-        path = images / f"{stem}_{st}.png"
-        fig.savefig(path, dpi=90)
-        paths.append(path)
+        paths.append(_save(fig, f"Removal-3D, structure {st}: mean ± 95 % CI over scenes "
+                                "(count in brackets); hatched = baseline, plain = + VODA",
+                           images / f"{stem}_{st}.png"))
     return paths
 
 
