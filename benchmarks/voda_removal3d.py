@@ -7,6 +7,8 @@ voting; VODA does not apply). Three modes:
     python benchmarks/voda_removal3d.py --quick [--json out.json]   # 1 scene per split, seed 0
     python benchmarks/voda_removal3d.py --protocol                  # the evaluation (docs/voda.md)
     python benchmarks/voda_removal3d.py --measure-plant             # PLANT_HIDDEN_SHARE
+    python benchmarks/voda_removal3d.py --protocol --layout extra --resume FIRST.json   # 2nd run
+    python benchmarks/voda_removal3d.py --finish RUN.partial.json --json RUN.json      # stopped run
 
 --quick and plain runs write {"<method>": {"baseline": M, "voda": M}} ("vote": {"baseline": M})
 with --json, each M holding the means over all splits of rde, nrde, collateral, gaussian_iou,
@@ -67,6 +69,16 @@ SWEEPS = {  # name -> (SceneParams field or "K_max", values); every sweep on the
     "distance": ("cam_radius", (2.0, 2.8, 3.4)),
     "shells": ("n_shells", (1, 3, 5)),
 }
+
+# The second protocol run (--layout extra, same frozen defaults, sizes and seeds): the composite
+# scene (the real plant in the room), every method on the touching and thin splits, distill on
+# isolated / occluding (the other methods' rows come from the first run with --resume), and the
+# opacity sweep with the strongest baseline (grouping) beside identity.
+EXTRA = {"plant": (("isolated",), METHODS),
+         "shells": (("touching", "thin", "isolated", "occluding"), METHODS)}
+EXTRA_SWEEPS = {"opacity": ("opacity", ((0.5, 0.7), (0.7, 0.9), (0.9, 0.99)))}
+EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
+LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS)}
 
 
 class Scene:
@@ -178,10 +190,11 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
 
     torch.manual_seed(0)
     params0 = R.SceneParams()
-    main_cells = [] if args.sweeps else [(st, sp, sd) for st, (splits, _) in MAIN.items()
+    layout, sweeps, sweep_methods = LAYOUTS[args.layout]
+    main_cells = [] if args.sweeps else [(st, sp, sd) for st, (splits, _) in layout.items()
                                          for sp in splits for sd in EVAL_SEEDS]
     sweep_cells = []  # seed-major within a sweep: the K_max points share one scene per seed
-    for name, (field, values) in SWEEPS.items():
+    for name, (field, values) in sweeps.items():
         if args.sweeps and name not in args.sweeps:
             continue
         for sd in SWEEP_SEEDS:
@@ -189,7 +202,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
                 p = params0 if field == "K_max" else replace(params0, **{field: v})
                 c = replace(cfg, K_max=v) if field == "K_max" else cfg
                 sweep_cells.append((name, v, p, c, sd))
-    n_units = sum(len(MAIN[c[0]][1]) for c in main_cells) + len(sweep_cells) * len(SWEEP_METHODS)
+    n_units = sum(len(layout[c[0]][1]) for c in main_cells) + len(sweep_cells) * len(sweep_methods)
     bar = tqdm(total=n_units, ascii=True, mininterval=20, file=sys.stdout, desc="removal3d")
     current: dict = {}  # the scene being run: one scene's views in memory at a time
     hidden: dict = {}   # (split, seed, params) -> hidden share
@@ -206,7 +219,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
     results: dict = {"env": env_block(), "protocol": PROTOCOL, "eval_seeds": EVAL_SEEDS,
                      "tuning_seeds": TUNING_SEEDS, "sweep_seeds": SWEEP_SEEDS,
                      "voda_config": asdict(cfg), "scene_params": asdict(params0),
-                     "plant_hidden_share": R.PLANT_HIDDEN_SHARE, "layout": MAIN, "sweep_grid": SWEEPS,
+                     "plant_hidden_share": R.PLANT_HIDDEN_SHARE, "layout": layout, "sweep_grid": sweeps,
                      "main": {}, "sweeps": {}}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     partial = args.json.with_suffix(".partial.json")
@@ -223,7 +236,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
     for st, sp, sd in main_cells:
         p = replace(params0, structure=st)
         row = {"seed": sd}
-        for m in MAIN[st][1]:
+        for m in layout[st][1]:
             key = (sp, sd, p, m, cfg.K_max)
             if key not in memo:
                 memo[key] = scene(sp, sd, p).run(m, a["iters"], cfg, sd)
@@ -236,7 +249,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
         partial.write_text(json.dumps(results, default=str))  # a killed run keeps its rows
     for name, v, p, c, sd in sweep_cells:
         keys = {m: ("isolated", sd, p, m, c.K_max if m.endswith("+voda") else cfg.K_max)
-                for m in SWEEP_METHODS}
+                for m in sweep_methods}
         for m, key in keys.items():
             if key not in memo:
                 memo[key] = scene("isolated", sd, p).run(m, a["iters"], c, sd)
@@ -249,21 +262,33 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
         partial.write_text(json.dumps(results, default=str))
     bar.close()
     results["seconds"] = time.perf_counter() - t0
-    results["summary"] = {}
-    for st, d in results["main"].items():
-        ms = MAIN[st][1]
-        results["summary"][st] = {sp: summarise(rows, ms) for sp, rows in d.items()}
-        results["summary"][st]["all"] = summarise([r for rows in d.values() for r in rows], ms)
-    results["sweep_summary"] = {
-        name: [{"value": v, **summarise([r for r in rows if r["value"] == v], SWEEP_METHODS)}
-               for v in SWEEPS[name][1]] for name, rows in results["sweeps"].items()}
-    args.json.write_text(json.dumps(results, indent=1, default=str))
+    finish(results, args.json, args.images)
     partial.unlink()
-    print(f"wrote {args.json} ({results['seconds']:.0f} s)")
+    return 0
+
+
+def finish(results: dict, json_path: Path, images: Path, main_stem: str | None = None) -> None:
+    """Summaries (means ± 95 % intervals) of the rows a protocol run finished (all of them, or
+    those of a stopped run's .partial.json), the JSON, its .md tables and the plots."""
     from benchmarks.voda_report import write_report
 
-    write_report(results, args.images, args.json.with_suffix(".md"))
-    return 0
+    results["summary"] = {}
+    for st, d in results["main"].items():
+        ms = results["layout"][st][1]
+        results["summary"][st] = {sp: summarise(rows, ms) for sp, rows in d.items()}
+        if len(d) > 1:
+            results["summary"][st]["all"] = summarise([r for rows in d.values() for r in rows],
+                                                      ms)
+    results["sweep_summary"] = {}
+    for name, rows in results["sweeps"].items():
+        methods = [k for k in rows[0] if k not in ("value", "seed", "hidden_share")]
+        values = [v for v in results["sweep_grid"][name][1] if any(r["value"] == v for r in rows)]
+        results["sweep_summary"][name] = [
+            {"value": v, **summarise([r for r in rows if r["value"] == v], methods)}
+            for v in values]
+    json_path.write_text(json.dumps(results, indent=1, default=str))
+    print(f"wrote {json_path} ({results.get('seconds', float('nan')):.0f} s)")
+    write_report(results, images, json_path.with_suffix(".md"), main_stem)
 
 
 def plant_hidden_share(path: Path) -> float:
@@ -296,10 +321,17 @@ def main(argv=None) -> int:
                     const=Path(__file__).resolve().parents[2] / "shared/data/plant/plant.splat",
                     help="print the hidden share of a trained .splat (default: the shared plant)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
-    ap.add_argument("--sweeps", nargs="+", default=None, choices=tuple(SWEEPS),
+    ap.add_argument("--layout", choices=tuple(LAYOUTS), default="main",
+                    help="--protocol: the first run's tables and sweeps (main) or the second's "
+                         "(extra: composite plant scene, touching / thin, distill, opacity)")
+    ap.add_argument("--sweeps", nargs="+", default=None, choices=(*SWEEPS, *EXTRA_SWEEPS),
                     help="--protocol: run only these sweeps (no main tables)")
     ap.add_argument("--resume", type=Path, default=None,
                     help="--protocol: reuse the finished main-table rows of this (partial) JSON")
+    ap.add_argument("--finish", type=Path, default=None, metavar="PARTIAL",
+                    help="summarise the rows of a stopped --protocol run's .partial.json into "
+                         "--json (tables, plots; --main-plot STEM also plots the main tables)")
+    ap.add_argument("--main-plot", default=None, metavar="STEM")
     ap.add_argument("--images", type=Path, default=Path("docs/images"),
                     help="--protocol: folder of the sweep plots")
     ap.add_argument("--splits", nargs="+", default=list(R.SPLITS), choices=R.SPLITS)
@@ -327,6 +359,11 @@ def main(argv=None) -> int:
     torch.set_num_threads(max(1, args.threads))
     if args.measure_plant is not None:
         return measure_plant(args.measure_plant)
+    if args.finish:
+        if args.json is None:
+            ap.error("--finish needs --json")
+        finish(json.loads(args.finish.read_text()), args.json, args.images, args.main_plot)
+        return 0
     if args.protocol:  # the frozen defaults, whatever the flags say
         args.json = args.json or Path("benchmarks/results/voda_protocol.json")
         return run_protocol(args, dict(PROTOCOL), VodaConfig())

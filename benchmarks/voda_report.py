@@ -82,20 +82,60 @@ def plot_sweeps(results: dict, images: Path) -> list[Path]:
             ax.grid(alpha=0.3)
             if j == 0:
                 ax.legend(fontsize=7)
-        fig.suptitle(f"Removal-3D sweep: {name} (isolated split, {points[0]['n']} seeds, "
-                     "mean ± 95 % CI)", fontsize=10)
-        fig.tight_layout()
-        path = images / f"voda_sweep_{name}.png"
-        fig.savefig(path, dpi=90)
-        paths.append(path)
+        paths.append(_save(fig, f"Removal-3D sweep: {name} (isolated split, {points[0]['n']} "
+                                "seeds, mean ± 95 % CI)", images / f"voda_sweep_{name}.png"))
     return paths
 
 
-def write_report(results: dict, images: Path, md_path: Path | None = None) -> str:
+def _save(fig, title: str, path: Path) -> Path:
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return path
+
+
+def plot_main(results: dict, images: Path, stem: str) -> list[Path]:
+    """Per structure: nRDE and lowest-quartile recall of every method on every split (bars,
+    error bars the 95 % intervals over the scenes), the baselines hatched beside VODA."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    images.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for st, per_split in results["summary"].items():
+        splits = [sp for sp in per_split if sp != "all" or len(per_split) == 1]
+        methods = list(per_split[splits[0]]["methods"])
+        fig = Figure(figsize=(11, 3.6))
+        FigureCanvasAgg(fig)
+        width = 0.8 / len(methods)
+        for j, (key, label) in enumerate((("nrde", "nRDE (lower is better)"),
+                                          ("recall_q1", "recall, lowest contribution quartile"))):
+            ax = fig.add_subplot(1, 2, j + 1)
+            for i, m in enumerate(methods):
+                xs = [k + (i - (len(methods) - 1) / 2) * width for k in range(len(splits))]
+                ax.bar(xs, [per_split[sp]["methods"][m][key][0] for sp in splits], width,
+                       yerr=[per_split[sp]["methods"][m][key][1] for sp in splits], capsize=2,
+                       label=m, color=f"C{i // 2 if m != 'vote' else 7}",
+                       hatch="" if "voda" in m else "//", edgecolor="black", linewidth=0.4)
+            ax.set_xticks(range(len(splits)))
+            ax.set_xticklabels([f"{sp} ({per_split[sp]['n']})" for sp in splits], fontsize=8)
+            ax.set_title(label, fontsize=9)
+            ax.grid(alpha=0.3, axis="y")
+            if j == 0:
+                ax.legend(fontsize=6, ncol=2)
+        paths.append(_save(fig, f"Removal-3D, structure {st}: mean ± 95 % CI over scenes "
+                                "(count in brackets); hatched = baseline, plain = + VODA",
+                           images / f"{stem}_{st}.png"))
+    return paths
+
+
+def write_report(results: dict, images: Path, md_path: Path | None = None,
+                 main_stem: str | None = None) -> str:
     text = tables(results)
     if md_path is not None:
         md_path.write_text(text)
-    for p in plot_sweeps(results, images):
+    plots = plot_main(results, images, main_stem) if main_stem else []
+    for p in [*plots, *plot_sweeps(results, images)]:
         print(f"wrote {p}")
     print(text)
     return text
@@ -105,8 +145,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", type=Path)
     ap.add_argument("--images", type=Path, default=Path("docs/images"))
+    ap.add_argument("--main-plot", default=None, metavar="STEM",
+                    help="also plot the main tables as <images>/<STEM>_<structure>.png")
     args = ap.parse_args(argv)
-    write_report(json.loads(args.json.read_text()), args.images, args.json.with_suffix(".md"))
+    write_report(json.loads(args.json.read_text()), args.images, args.json.with_suffix(".md"),
+                 args.main_plot)
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from gsrender.cli import main as cli_main
@@ -301,6 +302,38 @@ def test_benchmark_json_layout(tmp_path):
         assert set(b) == ({"baseline"} if name == "vote" else {"baseline", "voda"})
         for m in b.values():
             assert keys <= set(m) and set(m["splits"]) == {"isolated"}
+
+
+def test_benchmark_finish_summarises_a_stopped_run(tmp_path):
+    """--finish on a stopped run's rows: per-split and pooled means ± intervals, the paired
+    VODA − baseline differences, only the sweep values that have rows, tables and plots."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "voda_removal3d.py"
+    spec = importlib.util.spec_from_file_location("voda_removal3d", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    metrics = lambda x: {k: x for k in mod.METRICS}
+    row = lambda seed, a, b: {"seed": seed, "hidden_share": 0.1, "identity": metrics(a),
+                              "identity+voda": metrics(b)}
+    partial = {"layout": {"shells": [["isolated", "thin"], ["identity", "identity+voda"]]},
+               "sweep_grid": {"opacity": ["opacity", [[0.5, 0.7], [0.9, 0.99]]]},
+               "main": {"shells": {"isolated": [row(1000, 0.5, 0.3), row(1001, 0.7, 0.4)],
+                                   "thin": [row(1000, 0.6, 0.6)]}},
+               "sweeps": {"opacity": [{"value": [0.5, 0.7], **row(1000, 0.4, 0.2)}]}}
+    (tmp_path / "p.json").write_text(json.dumps(partial))
+    assert mod.main(["--finish", str(tmp_path / "p.json"), "--json", str(tmp_path / "r.json"),
+                     "--images", str(tmp_path / "img"), "--main-plot", "m"]) == 0
+    res = json.loads((tmp_path / "r.json").read_text())
+    iso = res["summary"]["shells"]["isolated"]["methods"]
+    assert iso["identity"]["nrde"][0] == pytest.approx(0.6)
+    assert iso["identity+voda"]["delta"]["nrde"][0] == pytest.approx(-0.25)
+    assert res["summary"]["shells"]["all"]["n"] == 3
+    assert [p["value"] for p in res["sweep_summary"]["opacity"]] == [[0.5, 0.7]]
+    assert (tmp_path / "img" / "m_shells.png").exists()
+    assert (tmp_path / "img" / "voda_sweep_opacity.png").exists()
+    assert "split thin (1 scenes" in (tmp_path / "r.md").read_text()
 
 
 def test_cli_voda_user_scene(tmp_path):

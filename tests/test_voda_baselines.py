@@ -136,3 +136,23 @@ def test_plant_hidden_share_is_the_generator_constant():
     from benchmarks.voda_removal3d import plant_hidden_share
 
     assert abs(plant_hidden_share(PLANT) - R.PLANT_HIDDEN_SHARE) < 0.02
+
+
+@pytest.mark.skipif(not PLANT.exists(), reason="../shared/data is absent")
+def test_composite_plant_scene():
+    """The real plant as object 1 of a Removal-3D room: upright (its height along +z), on the
+    floor, at the requested size, every one of its Gaussians (and only those) with id 1."""
+    from gsrender.voda.composite import PLANT_GAUSSIANS, PLANT_HEIGHT, plant_object
+
+    m = plant_object((0.5, -0.2, 0.01), 1, seed=3, n=2000)
+    assert m.num_gaussians == 2000 and bool((m.object_ids == 1).all())
+    lo, hi = torch.quantile(m.means, 0.01, dim=0), torch.quantile(m.means, 0.99, dim=0)
+    assert abs(float(hi[2] - lo[2]) - PLANT_HEIGHT) < 1e-3 and abs(float(lo[2]) - 0.01) < 1e-3
+    assert float(hi[2] - lo[2]) > float((hi - lo)[:2].max())  # taller than wide: upright
+    # the pot (white, low) is at the bottom: the brightest Gaussians sit below the middle
+    rgb = m.sh[:, 0] * 0.28209479177387814 + 0.5
+    bright = rgb.min(1).values > 0.75
+    assert float(m.means[bright, 2].median()) < float(lo[2] + 0.5 * (hi[2] - lo[2]))
+    model, n = R.make_scene_model("isolated", 1000, n_floor=200, n_walls=100,
+                                  params=R.SceneParams(structure="plant"))
+    assert n == 1 and int((model.object_ids == 1).sum()) == PLANT_GAUSSIANS

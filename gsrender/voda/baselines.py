@@ -161,21 +161,28 @@ def project_votes(means: torch.Tensor, labels: torch.Tensor, viewmats: torch.Ten
     """[N, n_classes] votes: per view, the label [C,H,W] (-1: no vote) at the pixel each centre
     [N,3] projects to (pinhole, pixel i spanning [i, i+1)), for centres in front of the camera
     and inside the image."""
-    C, H, W = labels.shape
     votes = torch.zeros(means.shape[0], n_classes)
-    X = means.detach().float()
-    for c in range(C):
-        cam = X @ viewmats[c, :3, :3].T.float() + viewmats[c, :3, 3].float()
-        z = cam[:, 2]
-        uv = cam @ Ks[c].T.float()
-        u = torch.floor(uv[:, 0] / z.clamp_min(1e-8)).long()
-        v = torch.floor(uv[:, 1] / z.clamp_min(1e-8)).long()
-        ok = (z > 1e-2) & (u >= 0) & (u < W) & (v >= 0) & (v < H)
-        lab = torch.full_like(u, -1)
-        lab[ok] = labels[c][v[ok], u[ok]].long()
+    for c in range(labels.shape[0]):
+        lab = centre_labels(means, labels[c], viewmats[c], Ks[c])
         hit = lab >= 0
         votes[torch.nonzero(hit, as_tuple=True)[0], lab[hit]] += 1
     return votes
+
+
+def centre_labels(means: torch.Tensor, label: torch.Tensor, viewmat: torch.Tensor,
+                  K: torch.Tensor) -> torch.Tensor:
+    """[N] long: the label [H,W] at the pixel each centre [N,3] projects to in one view
+    (pinhole, pixel i spanning [i, i+1)); -1 behind the camera or outside the image."""
+    H, W = label.shape
+    cam = means.detach().float() @ viewmat[:3, :3].T.float() + viewmat[:3, 3].float()
+    z = cam[:, 2]
+    uv = cam @ K.T.float()
+    u = torch.floor(uv[:, 0] / z.clamp_min(1e-8)).long()
+    v = torch.floor(uv[:, 1] / z.clamp_min(1e-8)).long()
+    ok = (z > 1e-2) & (u >= 0) & (u < W) & (v >= 0) & (v < H)
+    lab = torch.full_like(u, -1)
+    lab[ok] = label[v[ok], u[ok]].long()
+    return lab
 
 
 class VotingBaseline(Baseline):

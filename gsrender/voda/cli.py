@@ -4,9 +4,11 @@ one mask PNG per image), with or without VODA, select an object (by id, or by a 
 view), and write the removed / extracted / labelled .ply, their renders and (with ground truth)
 the Removal-3D metrics.
 
-Masks must already be associated across views: one PNG per image, named <image stem>.png,
-holding the same integer id for the same object in every view (0 background; --ignore marks
-unlabelled pixels). A mask at another resolution than its camera rescales that camera."""
+Masks: one PNG per image, named <image stem>.png (0 background; --ignore marks unlabelled
+pixels), either associated across views (the same integer id for the same object in every view)
+or, with --associate, per-view instance masks numbered independently in each view (SAM style),
+which voda.associate matches across views through the Gaussians first. A mask at another
+resolution than its camera rescales that camera."""
 from __future__ import annotations
 
 import argparse
@@ -33,7 +35,11 @@ def add_parser(sub) -> None:
     cams.add_argument("--cameras-json", default=None,
                       help="cameras of --scene (gsrender JSON list)")
     v.add_argument("--masks", "--labels", dest="labels", default=None,
-                   help="folder of associated mask PNGs named <image stem>.png (ids; 0 background)")
+                   help="folder of mask PNGs named <image stem>.png (ids; 0 background), associated "
+                        "across views unless --associate")
+    v.add_argument("--associate", action="store_true",
+                   help="--masks are per-view instance masks with independent ids: associate "
+                        "them across views through the Gaussians (voda.associate) first")
     v.add_argument("--ignore", type=int, default=255,
                    help="mask value of unlabelled pixels (default 255; -1 for none)")
     v.add_argument("--click", nargs=3, metavar=("VIEW", "X", "Y"), default=None,
@@ -159,15 +165,20 @@ def cmd_voda(args) -> int:
         raise ValueError(f"--iters must be >= 1, got {args.iters}")
     out = Path(args.out)
     cfg = VodaConfig(tau_rel=args.tau_rel, lambda_vol=args.lambda_vol, lambda_pix=args.lambda_pix)
-    sc = None
+    sc, association = None, None
     if args.scene:
         model, vm, K, W, H, labels, names = _user_scene(args)
+        if args.associate:
+            from gsrender.voda.associate import associate_masks
+
+            labels, maps = associate_masks(model, vm, K, W, H, labels)
+            association = {names[c]: {str(i): k for i, k in m.items()} for c, m in maps.items()}
         n_classes = int(labels.max()) + 1
         if args.click:
             args.object = _clicked_object(args.click, names, labels)
     else:
-        if args.click or args.colmap:
-            raise ValueError("--click and --colmap need --scene")
+        if args.click or args.colmap or args.associate:
+            raise ValueError("--click, --colmap and --associate need --scene")
         sc = R.make_removal3d(args.synthetic or "isolated", args.seed, width=args.width,
                               height=args.height)
         model, vm, K, W, H = sc.model, sc.viewmats, sc.Ks, sc.width, sc.height
@@ -186,6 +197,8 @@ def cmd_voda(args) -> int:
     report = {"baseline": args.baseline, "voda": use_voda, "iters": args.iters if res else 0,
               "iter_ms": res["iter_ms"] if res else 0.0, "object": args.object,
               "selected": int(sel.sum()), "n_gaussians": model.num_gaussians}
+    if association is not None:  # image -> {mask id in that image: global object id}
+        report["association"] = association
     out.mkdir(parents=True, exist_ok=True)
     save_ply(out / "labelled.ply", labelled(model, b))
     for name, part in (("removed", remove(model, sel)), ("extracted", extract(model, sel))):

@@ -5,7 +5,9 @@ A scene is a textured floor and walls stored completely (also under the objects)
 objects of one of two structures: "shells", nested shells of gsrender.synthetic.object_blob (the
 surface, a sub-surface layer and interior layers: what RGB optimisation leaves behind a
 surface's front), or "surface", one opaque surface layer plus Gaussians scattered through the
-interior, their share of the object set from a trained 3DGS (PLANT_HIDDEN_SHARE).
+interior, their share of the object set from a trained 3DGS (PLANT_HIDDEN_SHARE); or, the
+composite scene ("plant"), the real trained plant of ../shared/data as the one object
+(voda.composite).
 Splits: isolated, touching, occluding, thin. Cameras on hemisphere rings inside the room. Per view:
 RGB, instance masks, expected depth; SAM-like noise on the training masks; and an "RGB-optimised"
 variant whose object Gaussians are refitted to the images with Adam through gsrender.rasterize.
@@ -28,7 +30,7 @@ SPLITS = ("isolated", "touching", "occluding", "thin")
 LAYERS = ((1.0, 0.45), (0.8, 0.22), (0.6, 0.16), (0.4, 0.11), (0.2, 0.06))
 ROOM = 3.5  # floor half size and wall distance
 COVERAGE = 2.0  # tangent-scale factor of the object shells
-STRUCTURES = ("shells", "surface")
+STRUCTURES = ("shells", "surface", "plant")  # plant: the composite scene (voda.composite)
 # Share of plant.splat's Gaussians (a real trained 3DGS, ../shared/data) whose summed rendered
 # weight over 2 rings of 12 orbit views at 160x120 is near zero (metrics.hidden_share:
 # Σw < 1e-3 of the median Σw), measured by benchmarks/voda_removal3d.py --measure-plant (0.0331).
@@ -186,6 +188,12 @@ def make_scene_model(split: str, seed: int = 0, n_objects: int | None = None,
     parts = [S.ground_plane(n_floor, half_size=ROOM, seed=seed + 1),
              S.walls(n_walls, extent=ROOM, height=2.5, sides=("back", "front", "left", "right"),
                      seed=seed + 2)]
+    if params.structure == "plant":  # one real trained object (voda.composite) in the room
+        from gsrender.voda.composite import plant_object
+
+        parts.append(plant_object((0.0, 0.0, 0.01), 1, seed,
+                                  height=0.7 * params.size_scale))
+        return GaussianModel.cat(parts), 1
     for i, (kind, (x, y), size, squash) in enumerate(_placements(split, n, gen)):
         size = size * params.size_scale  # the layout stays: a size sweep belongs on "isolated"
         z = S.object_half_height(kind, size) + 0.01
@@ -237,7 +245,7 @@ def make_removal3d(split: str, seed: int = 0, n_objects: int | None = None, widt
     model, n = make_scene_model(split, seed, n_objects, n_per_object, n_floor, n_walls, params)
     vm, K = cameras(width, height, n_rings, per_ring, radius=params.cam_radius)
     rgb, masks, depth = render_views(model, n, vm, K, width, height)
-    if rgb_optimised:
+    if rgb_optimised and params.structure != "plant":  # the plant is RGB-trained already
         model = refit_objects(model, vm, K, width, height, rgb, refit_iters, seed)
         rgb, masks, depth = render_views(model, n, vm, K, width, height)
     return Removal3DScene(model, n, split, vm, K, width, height, rgb, masks, depth)
