@@ -1,6 +1,6 @@
 // One (camera, tile) task's list gathered once, and the GPU warp's 8×4-pixel sub-tiles packed to
 // the Gaussians whose support box meets them: the CPU mirror of the CUDA kernels' work units
-// (docs/design.md §5), used by the scalar baseline, the Tensor Core emulations and the statistics ops.
+// (docs/design.md §5), used by the scalar baseline and the statistics ops.
 // (The CPU matrix rasterizer works on 8-pixel row segments instead: row_tile.h.)
 #pragma once
 #include <ATen/ATen.h>
