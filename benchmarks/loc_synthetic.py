@@ -183,17 +183,23 @@ def aggregate(per_room: list[dict]) -> dict:
     return {k: mean_ci([r[k] for r in per_room]) for k in keys}
 
 
-def run(sz: dict, seeds, shares, progress, checkpoint=None, raw=None) -> dict:
+def run(sz: dict, seeds, shares, progress, checkpoint=None, raw=None, seed_major=False) -> dict:
     """Share-major: every room at the first share (the main one) before the sweep's other
-    shares, so an interrupted run still has the main table over all rooms. Rooms are built once
-    and kept. checkpoint(raw) is called after every (share, room); raw resumes an earlier run
-    (its done (share, seed) pairs are skipped)."""
+    shares, so an interrupted run still has the main table over all rooms. seed_major: every
+    share of a room before the next room (a resumed sweep then keeps the shares' room counts
+    balanced when it is interrupted). Rooms are built once and kept. checkpoint(raw) is called
+    after every (share, room); raw resumes an earlier run (its done (share, seed) pairs are
+    skipped)."""
     raw = {} if raw is None else raw  # raw[share][method] = per-room metric dicts, in raw["done"] order
     done_pairs = {(str(a), int(b)) for a, b in raw.get("done", [])}
-    todo = [(sh, sd) for sh in shares for sd in seeds if (str(sh), sd) not in done_pairs]
+    order = [(sh, sd) for sd in seeds for sh in shares] if seed_major else \
+        [(sh, sd) for sh in shares for sd in seeds]
+    todo = [(sh, sd) for sh, sd in order if (str(sh), sd) not in done_pairs]
     rooms, t_start = {}, time.perf_counter()
     for i, (share, seed) in enumerate(todo):
         if seed not in rooms:
+            if seed_major:
+                rooms.clear()  # this order never returns to an earlier room
             rooms[seed] = Room(seed, sz)
             room = rooms[seed]
             dist = {p: float(room.query_dist[np.array(room.query_place) == p].mean())
@@ -314,6 +320,8 @@ def main(argv=None) -> int:
     ap.add_argument("--from-raw", type=Path,
                     help="summarize the rooms of an earlier (possibly interrupted) run's "
                          "<json>.raw.json instead of running")
+    ap.add_argument("--seed-major", action="store_true",
+                    help="run every share of a room before the next room (default: share-major)")
     args = ap.parse_args(argv)
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     sz = {**SIZES, **(QUICK if args.quick else {})}
@@ -329,7 +337,7 @@ def main(argv=None) -> int:
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             ckpt = lambda r: args.json.with_suffix(".raw.json").write_text(json.dumps(r))
-        raw = run(sz, seeds, shares, lambda s: print(s, flush=True), ckpt, ap_raw)
+        raw = run(sz, seeds, shares, lambda s: print(s, flush=True), ckpt, ap_raw, args.seed_major)
     shares = tuple(s for s in shares if str(s) in raw)
     summary = summarize(raw, shares)
     print(f"\nrooms {summary['rooms'][str(MAIN_SHARE)]}, merge share {MAIN_SHARE}, all places "
