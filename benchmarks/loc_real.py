@@ -35,15 +35,17 @@ def _camera_rows(cams, with_pose: bool) -> list[dict]:
     return rows
 
 
-def train_model(folder: Path, out: Path, steps: int, scale: float, threads: int) -> float:
-    """`gsrender train` with the N_TEST held-out views excluded -> seconds."""
+def train_model(folder: Path, out: Path, steps: int, scale: float, threads: int,
+                init_ply: Path | None = None) -> float:
+    """`gsrender train` with the N_TEST held-out views excluded -> seconds. init_ply: start from
+    this model instead of the SfM points (the test's shortcut to an opaque model in few steps)."""
     from gsrender.cli import main as cli
 
     t0 = time.perf_counter()
     assert cli(["train", "--colmap", str(folder), "--n-test", str(N_TEST), "--steps", str(steps),
                 "--sh-degree", "0", "--scale", str(scale), "--out", str(out / "train"),
                 "--eval-every", "0", "--snapshot-every", "0", "--no-progress",
-                "--threads", str(threads)]) == 0
+                "--threads", str(threads)] + (["--init-ply", str(init_ply)] if init_ply else [])) == 0
     return time.perf_counter() - t0
 
 
@@ -107,12 +109,12 @@ def localize_held_out(folder: Path, scene: Path, out: Path, scale: float = 1.0,
 
 
 def run_real(folder: Path = SNOW, steps: int = 300, out: Path = Path("out/loc_real"),
-             scale: float = 1.0, threads: int = 2,
-             methods=("splitgs", "no_split")) -> dict | None:
+             scale: float = 1.0, threads: int = 2, methods=("splitgs", "no_split"),
+             init_ply: Path | None = None) -> dict | None:
     if not (folder / "sparse" / "0").is_dir():
         print(f"real-image check skipped: {folder} absent")
         return None
-    t_train = train_model(folder, out, steps, scale, threads)
+    t_train = train_model(folder, out, steps, scale, threads, init_ply)
     res = localize_held_out(folder, out / "train" / "point_cloud.ply", out, scale, methods)
     res.update(steps=steps, train_s=t_train,
                train_results=json.loads((out / "train" / "results.json").read_text()))

@@ -274,6 +274,17 @@ def table(summary: dict, share, sub="all") -> str:
     return "\n".join(lines)
 
 
+def sweep_table(summary: dict, shares, key="recall_2cm2deg", sub="all") -> str:
+    """Markdown: one row per merge share, one column per method (mean ± 95 % CI over rooms).
+    sub "diff_vs_splitgs": the per-room paired difference to splitgs."""
+    pct = key.startswith("recall")
+    lines = ["| share | rooms | " + " | ".join(METHODS) + " |", "|" + "---|" * (len(METHODS) + 2)]
+    for sh in shares:
+        lines.append(f"| {sh} | {len(summary['rooms'][str(sh)])} | " + " | ".join(
+            fmt(summary[str(sh)][n][sub][key], pct) for n in METHODS) + " |")
+    return "\n".join(lines)
+
+
 def plot(summary: dict, shares, outdir: Path) -> list[Path]:
     import matplotlib
 
@@ -308,7 +319,19 @@ def plot(summary: dict, shares, outdir: Path) -> list[Path]:
     ax.set_title(f"merge share {MAIN_SHARE}, mean ± 95 % CI over "
                  f"{len(summary['rooms'][str(MAIN_SHARE)])} rooms")
     fig.tight_layout(), fig.savefig(outdir / "loc_query_distance.png", dpi=110), plt.close(fig)
-    return paths + [outdir / "loc_query_distance.png"]
+    paths.append(outdir / "loc_query_distance.png")
+    # the two sweeps together: recall vs merge share, one panel per query place
+    fig, axs = plt.subplots(1, len(PLACES), figsize=(13, 4.0), sharey=True)
+    for ax, p, dist in zip(axs, PLACES, d):
+        for name in METHODS:
+            m = np.array([summary[str(s)][name][p]["recall_2cm2deg"] for s in shares])
+            ax.errorbar(shares, m[:, 0] * 100, yerr=np.nan_to_num(m[:, 1]) * 100, capsize=3,
+                        marker="o", label=name)
+        ax.set_title(f"{p} queries ({dist:.2f} m from training)", fontsize=9)
+        ax.set_xlabel("merge share"), ax.grid(alpha=0.3)
+    axs[0].set_ylabel("recall @ 2 cm, 2° (%)"), axs[-1].legend(fontsize=7)
+    fig.tight_layout(), fig.savefig(outdir / "loc_merge_by_place.png", dpi=110), plt.close(fig)
+    return paths + [outdir / "loc_merge_by_place.png"]
 
 
 def main(argv=None) -> int:
@@ -349,6 +372,13 @@ def main(argv=None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"sizes": sz, "rooms": summary["rooms"], "shares": list(shares),
                                          "summary": summary, "raw": raw}, indent=1))
+    srt = tuple(sorted(shares))
+    for key in ("recall_2cm2deg", "recall_5cm5deg", "median_t_cm", "err3d_cm"):
+        print(f"\nsweep {key} (all places):\n" + sweep_table(summary, srt, key))
+    print("\nsweep paired ΔR@2cm2° vs splitgs:\n"
+          + sweep_table(summary, srt, sub="diff_vs_splitgs"))
+    for p in PLACES:
+        print(f"\nsweep recall_2cm2deg, {p} queries:\n" + sweep_table(summary, srt, sub=p))
     if args.plots and not args.quick:
         print("plots:", *plot(summary, tuple(sorted(shares)), args.plots))
     return 0
