@@ -35,6 +35,21 @@ def _camera_rows(cams, with_pose: bool) -> list[dict]:
     return rows
 
 
+def sfm_point_model(folder: Path, scale: float = 0.027, opacity: float = 0.9):
+    """The SfM points as small isotropic opaque Gaussians (a model that lifts without training)."""
+    import numpy as np
+    import torch
+
+    from gsrender.scene import GaussianModel, rgb_to_sh
+
+    pts = np.load(folder / "sfm_points.npz")
+    xyz, rgb = torch.from_numpy(pts["xyz"]).float(), torch.from_numpy(pts["rgb"]).float() / 255
+    N = xyz.shape[0]
+    return GaussianModel(means=xyz, quats=torch.tensor([[1.0, 0, 0, 0]]).repeat(N, 1),
+                         scales=torch.full((N, 3), scale), opacities=torch.full((N,), opacity),
+                         sh=rgb_to_sh(rgb)[:, None, :])
+
+
 def train_model(folder: Path, out: Path, steps: int, scale: float, threads: int,
                 init_ply: Path | None = None) -> float:
     """`gsrender train` with the N_TEST held-out views excluded -> seconds. init_ply: start from

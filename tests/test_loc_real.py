@@ -13,12 +13,9 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 
 from gsrender.io import save_ply
-from gsrender.scene import GaussianModel, rgb_to_sh
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -30,13 +27,7 @@ pytestmark = pytest.mark.skipif(not (SNOW / "sparse" / "0").is_dir(),
 def test_trained_model_localizes_held_out_photos_from_intrinsics(tmp_path):
     import loc_real
 
-    pts = np.load(SNOW / "sfm_points.npz")
-    xyz, rgb = torch.from_numpy(pts["xyz"]).float(), torch.from_numpy(pts["rgb"]).float() / 255
-    N = xyz.shape[0]
-    init = GaussianModel(means=xyz, quats=torch.tensor([[1.0, 0, 0, 0]]).repeat(N, 1),
-                         scales=torch.full((N, 3), 0.027), opacities=torch.full((N,), 0.9),
-                         sh=rgb_to_sh(rgb)[:, None, :])
-    save_ply(tmp_path / "init.ply", init)
+    save_ply(tmp_path / "init.ply", loc_real.sfm_point_model(SNOW))
     res = loc_real.run_real(SNOW, steps=5, out=tmp_path, scale=0.5, methods=("splitgs",),
                             init_ply=tmp_path / "init.ply")
     assert res["train_results"]["steps"] == 5
