@@ -183,17 +183,23 @@ def aggregate(per_room: list[dict]) -> dict:
     return {k: mean_ci([r[k] for r in per_room]) for k in keys}
 
 
-def run(sz: dict, seeds, shares, progress, checkpoint=None, raw=None) -> dict:
+def run(sz: dict, seeds, shares, progress, checkpoint=None, raw=None, seed_major=False) -> dict:
     """Share-major: every room at the first share (the main one) before the sweep's other
-    shares, so an interrupted run still has the main table over all rooms. Rooms are built once
-    and kept. checkpoint(raw) is called after every (share, room); raw resumes an earlier run
-    (its done (share, seed) pairs are skipped)."""
+    shares, so an interrupted run still has the main table over all rooms. seed_major: every
+    share of a room before the next room (a resumed sweep then keeps the shares' room counts
+    balanced when it is interrupted). Rooms are built once and kept. checkpoint(raw) is called
+    after every (share, room); raw resumes an earlier run (its done (share, seed) pairs are
+    skipped)."""
     raw = {} if raw is None else raw  # raw[share][method] = per-room metric dicts, in raw["done"] order
     done_pairs = {(str(a), int(b)) for a, b in raw.get("done", [])}
-    todo = [(sh, sd) for sh in shares for sd in seeds if (str(sh), sd) not in done_pairs]
+    order = [(sh, sd) for sd in seeds for sh in shares] if seed_major else \
+        [(sh, sd) for sh in shares for sd in seeds]
+    todo = [(sh, sd) for sh, sd in order if (str(sh), sd) not in done_pairs]
     rooms, t_start = {}, time.perf_counter()
     for i, (share, seed) in enumerate(todo):
         if seed not in rooms:
+            if seed_major:
+                rooms.clear()  # this order never returns to an earlier room
             rooms[seed] = Room(seed, sz)
             room = rooms[seed]
             dist = {p: float(room.query_dist[np.array(room.query_place) == p].mean())
@@ -268,6 +274,17 @@ def table(summary: dict, share, sub="all") -> str:
     return "\n".join(lines)
 
 
+def sweep_table(summary: dict, shares, key="recall_2cm2deg", sub="all") -> str:
+    """Markdown: one row per merge share, one column per method (mean ± 95 % CI over rooms).
+    sub "diff_vs_splitgs": the per-room paired difference to splitgs."""
+    pct = key.startswith("recall")
+    lines = ["| share | rooms | " + " | ".join(METHODS) + " |", "|" + "---|" * (len(METHODS) + 2)]
+    for sh in shares:
+        lines.append(f"| {sh} | {len(summary['rooms'][str(sh)])} | " + " | ".join(
+            fmt(summary[str(sh)][n][sub][key], pct) for n in METHODS) + " |")
+    return "\n".join(lines)
+
+
 def plot(summary: dict, shares, outdir: Path) -> list[Path]:
     import matplotlib
 
@@ -302,7 +319,19 @@ def plot(summary: dict, shares, outdir: Path) -> list[Path]:
     ax.set_title(f"merge share {MAIN_SHARE}, mean ± 95 % CI over "
                  f"{len(summary['rooms'][str(MAIN_SHARE)])} rooms")
     fig.tight_layout(), fig.savefig(outdir / "loc_query_distance.png", dpi=110), plt.close(fig)
-    return paths + [outdir / "loc_query_distance.png"]
+    paths.append(outdir / "loc_query_distance.png")
+    # the two sweeps together: recall vs merge share, one panel per query place
+    fig, axs = plt.subplots(1, len(PLACES), figsize=(13, 4.0), sharey=True)
+    for ax, p, dist in zip(axs, PLACES, d):
+        for name in METHODS:
+            m = np.array([summary[str(s)][name][p]["recall_2cm2deg"] for s in shares])
+            ax.errorbar(shares, m[:, 0] * 100, yerr=np.nan_to_num(m[:, 1]) * 100, capsize=3,
+                        marker="o", label=name)
+        ax.set_title(f"{p} queries ({dist:.2f} m from training)", fontsize=9)
+        ax.set_xlabel("merge share"), ax.grid(alpha=0.3)
+    axs[0].set_ylabel("recall @ 2 cm, 2° (%)"), axs[-1].legend(fontsize=7)
+    fig.tight_layout(), fig.savefig(outdir / "loc_merge_by_place.png", dpi=110), plt.close(fig)
+    return paths + [outdir / "loc_merge_by_place.png"]
 
 
 def main(argv=None) -> int:
@@ -314,6 +343,8 @@ def main(argv=None) -> int:
     ap.add_argument("--from-raw", type=Path,
                     help="summarize the rooms of an earlier (possibly interrupted) run's "
                          "<json>.raw.json instead of running")
+    ap.add_argument("--seed-major", action="store_true",
+                    help="run every share of a room before the next room (default: share-major)")
     args = ap.parse_args(argv)
     torch.set_num_threads(min(torch.get_num_threads(), 2))
     sz = {**SIZES, **(QUICK if args.quick else {})}
@@ -329,7 +360,7 @@ def main(argv=None) -> int:
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             ckpt = lambda r: args.json.with_suffix(".raw.json").write_text(json.dumps(r))
-        raw = run(sz, seeds, shares, lambda s: print(s, flush=True), ckpt, ap_raw)
+        raw = run(sz, seeds, shares, lambda s: print(s, flush=True), ckpt, ap_raw, args.seed_major)
     shares = tuple(s for s in shares if str(s) in raw)
     summary = summarize(raw, shares)
     print(f"\nrooms {summary['rooms'][str(MAIN_SHARE)]}, merge share {MAIN_SHARE}, all places "
@@ -341,6 +372,13 @@ def main(argv=None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"sizes": sz, "rooms": summary["rooms"], "shares": list(shares),
                                          "summary": summary, "raw": raw}, indent=1))
+    srt = tuple(sorted(shares))
+    for key in ("recall_2cm2deg", "recall_5cm5deg", "median_t_cm", "err3d_cm"):
+        print(f"\nsweep {key} (all places):\n" + sweep_table(summary, srt, key))
+    print("\nsweep paired ΔR@2cm2° vs splitgs:\n"
+          + sweep_table(summary, srt, sub="diff_vs_splitgs"))
+    for p in PLACES:
+        print(f"\nsweep recall_2cm2deg, {p} queries:\n" + sweep_table(summary, srt, sub=p))
     if args.plots and not args.quick:
         print("plots:", *plot(summary, tuple(sorted(shares)), args.plots))
     return 0
