@@ -25,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import distributed_case as case
+import distributed_train_case as train_case
 
 WORLD = 2
 PEER_TIMEOUT_S = 30  # GSRENDER_DIST_TIMEOUT for the failure test
@@ -99,6 +100,61 @@ def test_sharded_render_and_gradients_match_one_process(sharded_render, mode, pr
     # the exchange is conserved: what the ranks sent is what they received
     ex = [res[mode]["exchange"] for res in sharded_render]
     assert sum(e["rows_sent"] for e in ex) == sum(e["rows_received"] for e in ex) > 0
+
+
+@pytest.fixture(scope="module")
+def two_rank_training(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist_train")
+    _wait(_launch([sys.executable, str(HERE / "distributed_train_case.py"), str(out)], ROOT), 300)
+    return [torch.load(out / f"rank{r}.pt") for r in range(WORLD)]
+
+
+@pytest.fixture(scope="module")
+def batch_of_two_views():
+    from gsrender.train import Trainer
+
+    d = train_case.data()
+    return {run: train_case.train(Trainer.from_points(*d.points, d.extent, train_case.config(run, 2)),
+                                  d.train)
+            for run in train_case.RUNS}
+
+
+def _close(got, want, what, rtol=1e-4):
+    # float32 sums of per-pixel contributions in another order: tolerance relative to the scale
+    torch.testing.assert_close(got, want, rtol=rtol, atol=1e-5 * float(want.abs().max()),
+                               msg=lambda m: f"{what}: {m}")
+
+
+def test_two_ranks_take_the_steps_of_one_process_with_a_batch_of_two(two_rank_training,
+                                                                        batch_of_two_views):
+    """2 ranks x 1 view a step == 1 process x --batch-views 2: the same views and backgrounds,
+    the mean (not the sum) of the two views' gradients, the same learning rates and schedules.
+    A summed gradient fails the gradient and statistics checks, a rank that skips its view
+    (or renders another) all of them."""
+    one = batch_of_two_views["plain"]
+    assert one["steps"] == train_case.STEPS
+    for rank, res in enumerate(two_rank_training):
+        r = res["plain"]
+        assert r["steps"] == train_case.STEPS
+        for k in one["grads"]:
+            _close(r["grads"][k], one["grads"][k][rank::WORLD], f"rank {rank} first-step grad {k}")
+        _close(r["accum"], one["accum"][rank::WORLD], f"rank {rank} densification statistic")
+        assert torch.equal(r["denom"], one["denom"][rank::WORLD])  # visibility counts
+        for k in one["params"]:
+            # Adam's steps are ~lr whatever the gradient's scale: the parameters catch a skipped
+            # or swapped view, the gradients and statistics above a sum in place of the mean
+            _close(r["params"][k], one["params"][k][rank::WORLD], f"rank {rank} parameter {k}")
+
+
+def test_two_ranks_densify_like_one_process_with_a_batch_of_two(two_rank_training,
+                                                                  batch_of_two_views):
+    """The first densification (after 2 steps): the same clones, splits and prunes, summed
+    over the shards."""
+    one = [e for e in batch_of_two_views["densify"]["log"] if "cloned" in e]
+    assert one and one[0]["cloned"] + one[0]["split"] > 0, one
+    for res in two_rank_training:
+        two = [e for e in res["densify"]["log"] if "cloned" in e]
+        assert two[0] == one[0], (two, one)
 
 
 TRAIN_ARGS = ["--synthetic", "--synthetic-gaussians", "800", "--synthetic-views", "9", "--width",
