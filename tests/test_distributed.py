@@ -170,14 +170,16 @@ def test_two_rank_training_learns_like_one_process(tmp_path):
     _wait(_launch([sys.executable, "-m", "gsrender", "train", "--distributed", *TRAIN_ARGS,
                    "--steps", "40", "--out", str(two)], ROOT), 600)
     r1, r2 = (json.loads((d / "results.json").read_text()) for d in (one, two))
-    assert r2["machine"]["ranks"] == 2 and r2["steps"] == 40
+    # --steps counts views: 20 optimiser steps of 2 views (one a rank) against 40 of one
+    assert r2["machine"]["ranks"] == 2 and (r2["steps"], r2["views_seen"]) == (20, 40)
+    assert (r1["steps"], r1["views_seen"]) == (40, 40)
     # the checkpoint is one PLY of both shards
     assert load_ply(two / "point_cloud.ply").num_gaussians == r2["gaussians_final"]
     assert r2["gaussians_initial"] == r1["gaussians_initial"]
     for r in (r1, r2):
         first, last = r["history"]["train_eval"][0][1], r["history"]["train_eval"][-1][1]
         assert last > first + 1.0, r["history"]["train_eval"]  # the loss goes down
-    # two views a step (one a rank) learn at least as fast as one view a step
+    # the same views in half the steps (learning rates x sqrt 2, gsplat's rule) learn about as far
     assert r2["train"]["psnr"] > r1["train"]["psnr"] - 1.0
     assert r2["test"]["psnr"] > r1["test"]["psnr"] - 1.0
 

@@ -202,7 +202,7 @@ def train(args, data: Dataset, out: Path, on_step=None) -> dict | None:
         save_ply(out / "point_cloud.ply", model)
     report = {
         "source": data.meta, "steps": trainer.step_count,  # optimiser steps
-        "views_per_step": trainer.views_per_step, "views": trainer.step_count * trainer.views_per_step,
+        "views_per_step": trainer.views_per_step, "views_seen": trainer.step_count * trainer.views_per_step,
         "train_seconds": trainer.train_seconds, "wall_seconds": wall,
         "cpu_seconds": cpu,  # process CPU time of the whole loop: the load-independent cost
         "seconds_per_step": trainer.train_seconds / max(trainer.step_count, 1),
