@@ -204,8 +204,9 @@ def _kill_rank_1_mid_training(tmp_path, logs, how) -> tuple[int, float]:
                     GSRENDER_DIST_TIMEOUT=str(PEER_TIMEOUT_S))
     try:
         deadline = time.monotonic() + 300
-        # rank 0's progress bar shows training steps: the ranks are past the rendezvous
-        while not re.search(r"\b[1-9]\d*/100000", (tmp_path / "rank0.err").read_text()):
+        # rank 0's progress bar shows training steps (100000 views = 50000 steps of 2): the ranks
+        # are past the rendezvous
+        while not re.search(rf"\b[1-9]\d*/{100000 // WORLD}", (tmp_path / "rank0.err").read_text()):
             assert procs[0].poll() is None and time.monotonic() < deadline, \
                 (tmp_path / "rank0.err").read_text()
             time.sleep(0.5)
