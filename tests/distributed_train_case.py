@@ -17,12 +17,12 @@ from gsrender.train.params import NAMES
 STEPS = 3  # optimiser steps
 RUNS = {
     # no densification: the parameters must follow the one process's step for step
-    "plain": dict(densify_from=1.0),
+    "plain": {"densify_from": 1.0},
     # densification after the 2nd step (densify_every 4 views = 2 steps of 2): its counts must
     # agree (a clone or split depends on the averaged statistics; the split positions are each
     # process's own random draws, so the runs part after it)
-    "densify": dict(densify_from=0.0, densify_every=4,
-                    densify=DensifyConfig(grad_threshold=2e-5)),
+    "densify": {"densify_from": 0.0, "densify_every": 4,
+                "densify": DensifyConfig(grad_threshold=2e-5)},
 }
 
 
