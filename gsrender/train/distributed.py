@@ -1,11 +1,12 @@
 """The trainer over torch.distributed ranks (`torchrun ... -m gsrender train --distributed`).
 
 Every rank holds a round-robin shard of the Gaussians with its own Adam state and densification
-statistics, and trains on its own share of the training views (views[rank::world]): a step
-renders one view per rank with gsrender.distributed.rasterize, so one optimiser step sees `world`
-views and each rank's loss is divided by `world` (the gradient is the mean over the step's
-views, as a batch of `world` views on one process). Densification and pruning run per shard with
-max_gaussians split evenly; the checkpoint is one PLY of all shards gathered by rank 0.
+statistics. A step's batch of batch_views × world views (the same batch, drawn on every rank) is
+split over the ranks, batch_views each, and rendered with gsrender.distributed.rasterize; each
+rank's loss is divided by `world`, so the gradient is the mean over the step's views: the step
+is the one process's step with batch_views × world views (Trainer), learning-rate scaling and
+step schedules included. Densification and pruning run per shard with max_gaussians split
+evenly; the checkpoint is one PLY of all shards gathered by rank 0.
 """
 from __future__ import annotations
 
@@ -30,8 +31,6 @@ class DistributedTrainer(Trainer):
         shard = {k: params[k][self.rank::self.world].clone() for k in NAMES}
         share = max(cfg.densify.max_gaussians // self.world, 1)
         super().__init__(shard, extent, replace(cfg, densify=replace(cfg.densify, max_gaussians=share)))
-        # backgrounds and split noise differ per rank; rank 0 draws what a single process draws
-        self.gen = torch.Generator(self.device).manual_seed(cfg.seed + self.rank)
 
     @property
     def is_main(self) -> bool:
@@ -57,14 +56,16 @@ class DistributedTrainer(Trainer):
                            torch.stack([v.K for v in views]), views[0].width, views[0].height,
                            sh_degree=deg, backgrounds=bg, group=self.group)
 
-    def _next_view(self, views: list[View]) -> View:
-        if len(views) < self.world:
-            raise ValueError(f"--distributed: {len(views)} training views for {self.world} ranks; "
-                             f"every rank needs at least one")
-        return super()._next_view(views[self.rank::self.world])
-
-    def _backward(self, loss: torch.Tensor) -> None:
-        (loss / self.world).backward()
+    def _densify_if_due(self, densifying: bool) -> dict | None:
+        """Densifies this shard; the event (also in self.log) counts all shards (collective:
+        every rank densifies at the same steps)."""
+        event = super()._densify_if_due(densifying)
+        if event is not None:
+            keys = [k for k in event if k != "step"]
+            n = torch.tensor([event[k] for k in keys], device=self.device)
+            dist.all_reduce(n, group=self.group)
+            event.update(zip(keys, (int(v) for v in n.tolist())))
+        return event
 
     def train_step(self, views: list[View]) -> dict:
         r = super().train_step(views)

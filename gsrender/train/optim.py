@@ -31,14 +31,33 @@ class LearningRates:
         return LearningRates(**{k: v * factor for k, v in vars(self).items()})
 
 
-def make_optimizer(params: dict[str, torch.Tensor], lrs: LearningRates, extent: float) -> torch.optim.Adam:
-    """Adam (eps 1e-15 as 3DGS) over params, which become leaf tensors requiring grad in place."""
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-15  # 3DGS
+
+
+def batch_scaling(views_per_step: int) -> tuple[float, tuple[float, float], float]:
+    """(learning-rate factor, Adam betas, Adam eps) for a mean gradient over views_per_step views,
+    as gsplat's simple_trainer sets them for batch_size × world_size: Adam's square-root scaling
+    rule (Malladi et al. 2022): lr × √V, 1 − β × V, eps / √V. β is floored at 0 (V ≥ 10 would
+    make β₁ negative, which gsplat leaves open). V = 1 gives the 3DGS values."""
+    if views_per_step < 1:
+        raise ValueError(f"views_per_step must be >= 1, got {views_per_step}")
+    root = math.sqrt(views_per_step)
+    betas = tuple(max(0.0, 1 - views_per_step * (1 - b)) for b in ADAM_BETAS)
+    return root, betas, ADAM_EPS / root
+
+
+def make_optimizer(params: dict[str, torch.Tensor], lrs: LearningRates, extent: float,
+                   views_per_step: int = 1) -> torch.optim.Adam:
+    """Adam over params, which become leaf tensors requiring grad in place; lrs are the rates
+    before batch_scaling(views_per_step), which this applies (set_means_lr takes scaled rates)."""
+    factor, betas, eps = batch_scaling(views_per_step)
     groups = []
     for name in NAMES:
         params[name] = params[name].detach().requires_grad_(True)
         lr = lrs.means_init * extent if name == "means" else getattr(lrs, name)
-        groups.append({"params": [params[name]], "lr": lr, "name": name})
-    return torch.optim.Adam(groups, lr=0.0, eps=1e-15)
+        groups.append({"params": [params[name]], "lr": lr * factor, "name": name})
+    return torch.optim.Adam(groups, lr=0.0, betas=betas, eps=eps)
 
 
 def exp_decay(progress: float, init: float, final: float) -> float:

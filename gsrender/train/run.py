@@ -38,7 +38,21 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--n-test", type=int, default=None, help="hold out N evenly spread views instead")
     p.add_argument("--init-ply", default=None, help="start from this 3DGS PLY instead of the points")
     p.add_argument("--steps", type=int, default=None,
-                   help=f"optimiser steps (default {DEFAULT_STEPS} without --minutes)")
+                   help=f"training budget in views (default {DEFAULT_STEPS} without --minutes): "
+                        "optimiser steps = steps x steps-scaler / (batch-views x ranks); at one view "
+                        "a step (the default, one process) the optimiser steps, as 3DGS's "
+                        "iterations. Under --distributed N ranks render N views a step, so "
+                        "--steps 200 runs 200/N steps of N views: the views a single process sees "
+                        "in 200 steps (gsplat's advice to run N-times fewer steps, applied "
+                        "automatically; docs/distributed.md)")
+    p.add_argument("--batch-views", type=int, default=1,
+                   help="views a process renders per optimiser step, their mean gradient (gsplat's "
+                        "batch_size; learning rates x sqrt(V), Adam betas 1-V(1-beta) for V = "
+                        "batch-views x ranks, as gsplat). One process with --batch-views N takes "
+                        "the steps N ranks take")
+    p.add_argument("--steps-scaler", type=float, default=1.0,
+                   help="multiply every step count (--steps, --densify-every, --opacity-reset-every, "
+                        "--eval-every, --snapshot-every) by this (gsplat's steps_scaler)")
     p.add_argument("--minutes", type=float, default=None, help="training time budget")
     p.add_argument("--sh-degree", type=int, default=3)
     p.add_argument("--background", choices=BACKGROUNDS, default="random")
@@ -47,17 +61,17 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--ssim-lambda", type=float, default=0.2)
     p.add_argument("--max-gaussians", type=int, default=150_000)
     p.add_argument("--grad-threshold", type=float, default=2e-4)
-    p.add_argument("--densify-every", type=int, default=100)
+    p.add_argument("--densify-every", type=int, default=100, help="views between densifications")
     p.add_argument("--densify-until", type=float, default=0.5, help="fraction of the budget")
     p.add_argument("--opacity-reset-every", type=int, default=3000,
-                   help="steps between opacity resets while densifying (0: never)")
+                   help="views between opacity resets while densifying (0: never)")
     p.add_argument("--synthetic-gaussians", type=int, default=4000)
     p.add_argument("--synthetic-views", type=int, default=24)
     p.add_argument("--width", type=int, default=128, help="synthetic image width")
     p.add_argument("--height", type=int, default=96, help="synthetic image height")
     p.add_argument("--out", default="out/train", help="output folder (default out/train)")
-    p.add_argument("--eval-every", type=int, default=250, help="training + held-out PSNR every N steps (0: end only)")
-    p.add_argument("--snapshot-every", type=int, default=500, help="PNG of a held-out view every N steps")
+    p.add_argument("--eval-every", type=int, default=250, help="training + held-out PSNR every N views (0: end only)")
+    p.add_argument("--snapshot-every", type=int, default=500, help="PNG of a held-out view every N views")
     p.add_argument("--plot", action="store_true", help="write psnr.png (PSNR vs steps)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -79,7 +93,8 @@ def _config(args) -> TrainConfig:
                        ssim_lambda=args.ssim_lambda, background=args.background, densify=dcfg,
                        lrs=LearningRates().scaled(args.lr_scale),
                        densify_every=args.densify_every, densify_until=args.densify_until,
-                       opacity_reset_every=args.opacity_reset_every, seed=args.seed)
+                       opacity_reset_every=args.opacity_reset_every, seed=args.seed,
+                       batch_views=args.batch_views, steps_scaler=args.steps_scaler)
 
 
 def load_dataset(args, device: torch.device) -> Dataset:
@@ -150,11 +165,12 @@ def train(args, data: Dataset, out: Path, on_step=None) -> dict | None:
     cfg = _config(args)
     trainer = make_trainer(args, data, cfg)
     n_init = trainer.total_gaussians()
+    eval_every, snapshot_every = trainer.sched.count(args.eval_every), trainer.sched.count(args.snapshot_every)
     # train: per-step PSNR (running mean); train_eval / test: all training / held-out views,
     # as (step, PSNR[, training seconds so far])
     history: dict = {"train": [], "train_eval": [], "test": []}
     ema, t_start, cpu_start = None, time.perf_counter(), time.process_time()
-    bar = tqdm(total=cfg.steps if cfg.steps else None, disable=args.no_progress or not trainer.is_main,
+    bar = tqdm(total=trainer.sched.steps, disable=args.no_progress or not trainer.is_main,
                unit="step",
                dynamic_ncols=True)
     while not trainer.done():
@@ -163,11 +179,11 @@ def train(args, data: Dataset, out: Path, on_step=None) -> dict | None:
         s = trainer.step_count
         if s % 10 == 0:
             history["train"].append((s, ema))
-        if args.eval_every and s % args.eval_every == 0:
+        if eval_every and s % eval_every == 0:
             history["train_eval"].append((s, trainer.evaluate(data.train)["psnr"], trainer.train_seconds))
             if data.test:
                 history["test"].append((s, trainer.evaluate(data.test)["psnr"]))
-        if data.test and args.snapshot_every and s % args.snapshot_every == 0:
+        if data.test and snapshot_every and s % snapshot_every == 0:
             snapshot(trainer, data.test[0], out / "snapshots" / f"step_{s:06d}.png")
         if on_step is not None:
             on_step(trainer, r)
@@ -185,7 +201,8 @@ def train(args, data: Dataset, out: Path, on_step=None) -> dict | None:
     if trainer.is_main:
         save_ply(out / "point_cloud.ply", model)
     report = {
-        "source": data.meta, "steps": trainer.step_count,
+        "source": data.meta, "steps": trainer.step_count,  # optimiser steps
+        "views_per_step": trainer.views_per_step, "views_seen": trainer.step_count * trainer.views_per_step,
         "train_seconds": trainer.train_seconds, "wall_seconds": wall,
         "cpu_seconds": cpu,  # process CPU time of the whole loop: the load-independent cost
         "seconds_per_step": trainer.train_seconds / max(trainer.step_count, 1),
@@ -217,10 +234,12 @@ def _loadavg() -> float | None:
 
 def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
     args = build_parser(prog).parse_args(argv)
-    for name in ("steps", "hold", "max_gaussians", "densify_every", "width", "height"):
+    for name in ("steps", "hold", "max_gaussians", "densify_every", "width", "height", "batch_views"):
         v = getattr(args, name)
         if v is not None and v < 1:
             raise SystemExit(f"{prog}: error: --{name.replace('_', '-')} must be >= 1, got {v}")
+    if not (args.steps_scaler > 0 and np.isfinite(args.steps_scaler)):
+        raise SystemExit(f"{prog}: error: --steps-scaler must be a finite number > 0, got {args.steps_scaler}")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.device == "auto":
@@ -260,7 +279,8 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
         dist.destroy_process_group()
         if rep is None:
             return 0
-    print(f"{rep['steps']} steps in {rep['train_seconds']:.0f} s ({rep['seconds_per_step']:.3f} s/step), "
+    print(f"{rep['steps']} steps x {rep['views_per_step']} views in {rep['train_seconds']:.0f} s "
+          f"({rep['seconds_per_step']:.3f} s/step), "
           f"{rep['gaussians_initial']} -> {rep['gaussians_final']} Gaussians")
     print(f"train    PSNR {rep['train']['psnr']:.2f} dB  SSIM {rep['train']['ssim']:.4f}  "
           f"({rep['train']['views']} views)")

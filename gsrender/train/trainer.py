@@ -4,9 +4,12 @@ scaled to a step or time budget).
 Schedules are functions of the budget's progress in [0, 1] (steps done / steps, or training
 seconds / budget seconds, whichever is further), so a run given only minutes still decays its
 position learning rate, warms up SH degrees and stops densifying at the same relative points.
+An optimiser step renders batch_views views (the mean of their gradients, gsplat's batch_size);
+step counts are given in views and converted to optimiser steps (train.schedule).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -19,27 +22,31 @@ from gsrender.train import densify as dens
 from gsrender.train import optim
 from gsrender.train.data import View
 from gsrender.train.params import activated, params_from_model, params_from_points, to_model
+from gsrender.train.schedule import Schedule
 
 BACKGROUNDS = ("black", "white", "random")
 
 
 @dataclass
 class TrainConfig:
-    steps: int | None = 3000  # budget in optimiser steps (one view per step), and/or
+    # budget in training views (3DGS iterations; optimiser steps × views per step), and/or
+    steps: int | None = 3000
     minutes: float | None = None  # budget in training minutes (evaluation time not counted)
     sh_degree: int = 3
     ssim_lambda: float = 0.2  # loss = (1−λ)·L1 + λ·(1−SSIM)
     background: str = "random"  # training background; evaluation uses black (white if "white")
     lrs: optim.LearningRates = field(default_factory=optim.LearningRates)
     densify: dens.DensifyConfig = field(default_factory=dens.DensifyConfig)
-    densify_every: int = 100  # steps between densifications
+    densify_every: int = 100  # views between densifications
     densify_from: float = 0.05  # progress window of densification (3DGS: 500 / 15000 of 30000)
     densify_until: float = 0.5
-    # steps between opacity resets, as 3DGS (3000): each reset costs a few hundred steps of
+    # views between opacity resets, as 3DGS (3000): each reset costs a few hundred steps of
     # recovery, so budgets under 2 intervals of densification get none (0: never)
     opacity_reset_every: int = 3000
     sh_every: float = 1 / 30  # progress per added SH degree (3DGS: 1000 of 30000)
     seed: int = 0
+    batch_views: int = 1  # views a process renders per optimiser step (gsplat's batch_size)
+    steps_scaler: float = 1.0  # multiplies every step count (gsplat's steps_scaler)
 
     def __post_init__(self):
         if self.steps is None and self.minutes is None:
@@ -54,18 +61,33 @@ class TrainConfig:
             raise ValueError(f"sh_degree must be in [0, 3], got {self.sh_degree}")
         if not 0.0 <= self.ssim_lambda <= 1.0:
             raise ValueError(f"ssim_lambda must lie in [0, 1], got {self.ssim_lambda}")
+        if self.batch_views < 1:
+            raise ValueError(f"batch_views must be >= 1, got {self.batch_views}")
+        if not (self.steps_scaler > 0 and math.isfinite(self.steps_scaler)):
+            raise ValueError(f"steps_scaler must be a finite number > 0, got {self.steps_scaler}")
 
 
 class Trainer:
     """Holds the raw parameters, their Adam optimiser and the densification statistics."""
 
+    world = 1  # processes that share an optimiser step (DistributedTrainer: the ranks)
+    rank = 0
+
     def __init__(self, params: dict[str, torch.Tensor], extent: float, cfg: TrainConfig):
         self.cfg, self.extent = cfg, float(extent)
         self.device = params["means"].device
         self.params = dict(params)
-        self.opt = optim.make_optimizer(self.params, cfg.lrs, self.extent)
+        self.views_per_step = cfg.batch_views * self.world
+        self.sched = Schedule.of(cfg.steps, cfg.densify_every, cfg.opacity_reset_every,
+                                 cfg.steps_scaler, self.views_per_step)
+        self.lr_factor = optim.batch_scaling(self.views_per_step)[0]
+        self.opt = optim.make_optimizer(self.params, cfg.lrs, self.extent, self.views_per_step)
         self.stats = dens.GradStats(self.num_gaussians, self.device)
-        self.gen = torch.Generator(self.device).manual_seed(cfg.seed)
+        # the training backgrounds: one stream for the whole step's batch, the same on every rank
+        # (so that ranks and one process with batch_views = ranks draw the same); split noise:
+        # this process's own stream (a shard's splits are its own)
+        self.bg_gen = torch.Generator(self.device).manual_seed(cfg.seed)
+        self.gen = torch.Generator(self.device).manual_seed(cfg.seed * 65536 + self.rank + 1)
         self.step_count = 0
         self.train_seconds = 0.0
         self._order: list[int] = []
@@ -94,8 +116,8 @@ class Trainer:
 
     def progress(self) -> float:
         p = 0.0
-        if self.cfg.steps is not None:
-            p = self.step_count / self.cfg.steps
+        if self.sched.steps is not None:
+            p = self.step_count / self.sched.steps
         if self.cfg.minutes is not None:
             p = max(p, self.train_seconds / (60.0 * self.cfg.minutes))
         return p
@@ -110,9 +132,16 @@ class Trainer:
         return to_model(self.params)
 
     def _background(self, train: bool) -> torch.Tensor:
+        """[3], or [batch_views, 3] (this process's part of the step's batch) for training."""
         if train and self.cfg.background == "random":
-            return torch.rand(3, generator=self.gen, device=self.device)
+            bg = torch.rand(self.views_per_step, 3, generator=self.bg_gen, device=self.device)
+            return bg[self._mine()]
         return torch.full((3,), 1.0 if self.cfg.background == "white" else 0.0, device=self.device)
+
+    def _mine(self) -> slice:
+        """This process's part of a step's batch of views_per_step views."""
+        b = self.cfg.batch_views
+        return slice(self.rank * b, (self.rank + 1) * b)
 
     def render(self, views: list[View], background: torch.Tensor | None = None,
                sh_degree: int | None = None) -> RenderOutput:
@@ -125,12 +154,20 @@ class Trainer:
         return rasterize(means, quats, scales, opac, sh, vms, Ks, views[0].width, views[0].height,
                          sh_degree=deg, backgrounds=bg)
 
-    def _next_view(self, views: list[View]) -> View:
-        # every training view once per epoch, in a fresh random order (3DGS's viewpoint stack)
-        if not self._order:
-            self._order = torch.randperm(len(views), generator=torch.Generator().manual_seed(
-                self.cfg.seed + self.step_count)).tolist()
-        return views[self._order.pop()]
+    def _next_views(self, views: list[View]) -> list[View]:
+        """This process's views of the next step's batch: every training view once per epoch, in
+        a fresh random order (3DGS's viewpoint stack), views_per_step a step (on every rank the
+        same batch, from which each takes its part)."""
+        if self.views_per_step > len(views):
+            raise ValueError(f"batch_views x ranks = {self.views_per_step} views a step: more than "
+                             f"the {len(views)} training views")
+        batch = []
+        for _ in range(self.views_per_step):
+            if not self._order:
+                self._order = torch.randperm(len(views), generator=torch.Generator().manual_seed(
+                    self.cfg.seed + self.step_count)).tolist()
+            batch.append(views[self._order.pop()])
+        return batch[self._mine()]
 
     def loss(self, img: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         lam = self.cfg.ssim_lambda
@@ -138,44 +175,45 @@ class Trainer:
         return (1 - lam) * l1 + lam * (1 - metrics.ssim(img, target)) if lam > 0 else l1
 
     def train_step(self, views: list[View]) -> dict:
-        """One optimiser step on the next training view, then densification when due."""
+        """One optimiser step on the next batch of training views (the mean of their losses:
+        the views share one image size), then densification when due."""
         t0 = time.perf_counter()
         cfg = self.cfg
         prog = self.progress()
-        optim.set_means_lr(self.opt, optim.exp_decay(prog, cfg.lrs.means_init * self.extent,
-                                                     cfg.lrs.means_final * self.extent))
-        view = self._next_view(views)
-        out = self.render([view], background=self._background(train=True))
-        means2d = out.meta["means2d"]  # [1, N, 2]
+        optim.set_means_lr(self.opt, self.lr_factor * optim.exp_decay(
+            prog, cfg.lrs.means_init * self.extent, cfg.lrs.means_final * self.extent))
+        batch = self._next_views(views)
+        out = self.render(batch, background=self._background(train=True))
+        means2d = out.meta["means2d"]  # [C, N, 2] (C: the step's views, on every rank)
         means2d.retain_grad()
-        img = out.colors  # [1, H, W, 3]
-        loss = self.loss(img, view.image[None])
+        img = out.colors  # [B, H, W, 3]
+        target = torch.stack([v.image for v in batch])
+        loss = self.loss(img, target)
         self.opt.zero_grad(set_to_none=True)
-        self._backward(loss)
+        # each process's loss is the mean over its views; / world makes the sum of the ranks'
+        # gradients the mean over all the step's views
+        (loss / self.world).backward()
         densifying = prog < cfg.densify_until
         if densifying and means2d.grad is not None:
-            self.stats.update(means2d.grad, out.meta["radii"], view.width, view.height)
+            self.stats.update(means2d.grad, out.meta["radii"], batch[0].width, batch[0].height)
         self.opt.step()
         self.step_count += 1
         event = self._densify_if_due(densifying)
         self.train_seconds += time.perf_counter() - t0
-        return {"loss": float(loss.detach()), "psnr": metrics.psnr(img.detach().clamp(0, 1), view.image[None]),
+        return {"loss": float(loss.detach()), "psnr": metrics.psnr(img.detach().clamp(0, 1), target),
                 "n": self.num_gaussians, "densify": event}
 
-    def _backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
-
     def _densify_if_due(self, densifying: bool) -> dict | None:
-        cfg, event, step = self.cfg, None, self.step_count
-        if densifying and self.progress() >= cfg.densify_from and step % cfg.densify_every == 0:
+        cfg, sched, event, step = self.cfg, self.sched, None, self.step_count
+        if densifying and self.progress() >= cfg.densify_from and step % sched.densify_every == 0:
             # after the first opacity reset interval, also prune Gaussians that grew too large
-            large = 0 < cfg.opacity_reset_every < step
+            large = 0 < sched.opacity_reset_every < step
             event = dens.densify_and_prune(self.params, self.opt, self.stats, cfg.densify,
                                            self.extent, prune_large=large, generator=self.gen)
             event["step"] = step
             self.log.append(event)
             self.stats = dens.GradStats(self.num_gaussians, self.device)
-        if densifying and cfg.opacity_reset_every > 0 and step % cfg.opacity_reset_every == 0:
+        if densifying and sched.opacity_reset_every > 0 and step % sched.opacity_reset_every == 0:
             dens.reset_opacity(self.params, self.opt, cfg.densify.reset_opacity)
             self.log.append({"step": step, "opacity_reset": True})
         return event

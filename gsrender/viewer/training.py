@@ -38,7 +38,7 @@ class TrainingView:
             self._open(trainer)
         now = time.monotonic()
         if now - self._last >= self.refresh_s or trainer.done():
-            total = trainer.cfg.steps if trainer.cfg.steps is not None else "?"
+            total = trainer.sched.steps if trainer.sched.steps is not None else "?"
             self.viewer.set_model(trainer.model(), status=(
                 f"training: step {trainer.step_count}/{total} · PSNR {result['psnr']:.2f} dB "
                 f"(this view) · {result['n']:,} Gaussians"))
