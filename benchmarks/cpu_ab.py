@@ -26,7 +26,8 @@ spec.loader.exec_module(cr)
 sc = cr.issue_scene(n, 512)
 print(json.dumps([cr.target_case(sc, d, runs, 1, scalar=False, train=True) for d in ds]))
 '''
-KEYS = ("fwd_ms", "fwd_bwd_ms", "stages_ms.raster_fwd", "pairs_computed", "pairs_contributing")
+KEYS = ("fwd_ms", "fwd_bwd_ms", "stages_ms.bin", "stages_ms.raster_fwd", "pairs", "pairs_computed",
+        "pairs_contributing")
 
 
 def _get(c: dict, key: str):

@@ -116,11 +116,15 @@ TORCH_LIBRARY(gsrender, m) {
 
   // Tile binning: every (camera, tile, Gaussian) intersection of the radii boxes, grouped by
   // (camera, tile) and, when sort=True, ordered by depth inside a tile (stable otherwise).
+  // With conics [C,N,3] and opacities [C,N] (exact binning) only the tiles of the box that the
+  // Gaussian's α >= 1/255 support ellipse meets (gsrender/support_ellipse.h): the others could
+  // never contribute, so every raster op gives the same result on the shorter lists.
   // means2d [C,N,2], radii [C,N,2] int32, depths [C,N]
   // -> tile_offsets [C,TH,TW] int32 (start of each tile's run), flatten_ids [M] int32 (c*N+n)
   m.def(
       "bin_tiles(Tensor means2d, Tensor radii, Tensor depths, int width, int height, "
-      "int tile_size, bool sort) -> (Tensor, Tensor)");
+      "int tile_size, bool sort, Tensor? conics=None, Tensor? opacities=None) "
+      "-> (Tensor, Tensor)");
 
   // Per-pixel accumulation in the matrix formulation (docs/design.md §4). colors carries every channel
   // rendered in this pass (RGB, depth, features): [C,N,CH]. mode 0 = sorted, 1 = weighted

@@ -92,13 +92,18 @@ torch.library.register_autograd("gsrender::sh_fwd", _sh_backward, setup_context=
 # binning (no gradient)
 
 
-def bin_tiles(means2d, radii, depths, width: int, height: int, tile_size: int, sort: bool):
-    """-> tile_offsets [C,TH,TW] int32, flatten_ids [M] int32 (c*N + n)."""
-    return _ops.bin_tiles(means2d, radii, depths, width, height, tile_size, sort)
+def bin_tiles(means2d, radii, depths, width: int, height: int, tile_size: int, sort: bool,
+              conics=None, opacities=None):
+    """-> tile_offsets [C,TH,TW] int32, flatten_ids [M] int32 (c*N + n).
+    With conics [C,N,3] and opacities [C,N] (exact binning) a Gaussian is listed only in the tiles
+    its α ≥ 1/255 support ellipse meets, not every tile of its radii box: the same images and
+    gradients from every raster op, on shorter lists."""
+    return _ops.bin_tiles(means2d, radii, depths, width, height, tile_size, sort, conics, opacities)
 
 
 @torch.library.register_fake("gsrender::bin_tiles")
-def _bin_tiles_fake(means2d, radii, depths, width, height, tile_size, sort):
+def _bin_tiles_fake(means2d, radii, depths, width, height, tile_size, sort, conics=None,
+                    opacities=None):
     C = means2d.shape[0]
     th, tw = -(-height // tile_size), -(-width // tile_size)
     m = torch.library.get_ctx().new_dynamic_size()

@@ -168,7 +168,8 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
             bg = torch.cat([bg3, bg3.new_zeros(C, chans.shape[-1] - 3)], dim=-1).contiguous()
     with clock("bin"):
         tile_offsets, flatten_ids = ops.bin_tiles(means2d.detach(), radii, depths.detach(), width,
-                                                  height, tile_size, mode == "sorted")
+                                                  height, tile_size, mode == "sorted",
+                                                  conics.detach(), opac2d.detach())
     with clock("raster_fwd"):
         render, alphas, _, _, stats = ops.rasterize(
             means2d, conics, opac2d, chans, depths, bg, tile_offsets, flatten_ids, width, height,

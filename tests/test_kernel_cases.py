@@ -127,6 +127,7 @@ def test_standard_set_covers_the_kernels(standard):
                               "rasterize_fwd", "rasterize_bwd", "weight_stats", "contributors"}
     assert {c.params["degree"] for c in by_kernel["sh_fwd"]} == {0, 1, 2, 3}
     assert {c.params["sort"] for c in by_kernel["bin_tiles"]} == {True, False}
+    assert {c.params["exact"] for c in by_kernel["bin_tiles"]} == {True, False}
     fwd = by_kernel["rasterize_fwd"]
     combos = {(c.precision, c.params["mode"]) for c in fwd}
     assert combos >= {(p, m) for p in ("f32", "f16", "bf16", "tf32", "f64") for m in (0, 1)}

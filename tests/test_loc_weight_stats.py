@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import every_cpu_isa
+
 from gsrender import ops
 from gsrender import reference as ref
 
@@ -28,6 +30,7 @@ def _projected(dtype, N=40, C=3, seed=0):
     return m2d, conics, o2d, depths, offs, ids
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
 def test_weight_stats_matches_reference(dtype):
     m2d, conics, o2d, depths, offs, ids = _projected(dtype)

@@ -9,7 +9,7 @@ import torch
 import gsrender
 from gsrender import ops
 from gsrender import reference as ref
-from tests.conftest import F32, F64, random_scene
+from tests.conftest import F32, F64, every_cpu_isa, random_scene
 
 OPS = torch.ops.gsrender
 TILE = 16
@@ -27,6 +27,7 @@ def _contrib(out, scene, pixels=None, K=256, tau_rel=0.03, tau_abs=0.0):
                             pixels, K, tau_rel, tau_abs)
 
 
+@every_cpu_isa
 @pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
 def test_weights_before_stop_sum_to_rendered_alpha(dtype):
     scene = random_scene(N=250, C=2, width=40, height=30, seed=3, bg=False)

@@ -4,12 +4,12 @@
 // sorted rasterizer's (alpha.h, the tile lists of bin_tiles), so the first n_render weights of a
 // pixel are exactly the weights rasterize_fwd composites.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <cmath>
 
 #include "gsrender/contributors.h"
+#include "isa.h"
 #include "raster_tile.h"
 
 namespace gsrender {
@@ -42,7 +42,7 @@ contributors_cpu(const at::Tensor& means2d, const at::Tensor& conics, const at::
                               zs.data_ptr<T>(),             clusters.data_ptr<int32_t>(),
                               counts.data_ptr<int32_t>(),   n_render.data_ptr<int32_t>()};
     const int32_t* p = pix.defined() ? pix.data_ptr<int32_t>() : nullptr;
-    at::parallel_for(0, C * P, 64, [&](int64_t begin, int64_t end) {
+    cpu::parallel_for(0, C * P, 64, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t cam = i / P, q = i % P;
         const int x = p ? p[2 * i] : static_cast<int>(q % width);

@@ -52,21 +52,18 @@ void backward_row(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam,
   using M = typename Lanes<T>::M;
   const int64_t CH = a.CH;
   const bool sorted = a.sorted;
-  const int x0 = s.tile.x0, x1 = s.tile.x1;
-  const int nseg = (x1 - x0) / kLanes + 1;
+  const RowSegments<T> seg(s.tile.x0, s.tile.x1, y);
+  const int nseg = seg.n;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
-  V lane{}, px[kMaxSegments], tr[kMaxSegments], acc[kMaxSegments], g_out[kMaxSegments],
-      v_alpha[kMaxSegments], t_final[kMaxSegments];
-  M lane_i{}, valid[kMaxSegments], last[kMaxSegments];
+  V tr[kMaxSegments], acc[kMaxSegments], g_out[kMaxSegments], v_alpha[kMaxSegments],
+      t_final[kMaxSegments];
+  M last[kMaxSegments];
   int ne[kMaxSegments];
-  for (int i = 0; i < kLanes; ++i) lane[i] = T(i), lane_i[i] = i;
   s.g.assign(size_t(nseg) * kLanes * CH, T(0));
   s.gt.assign(size_t(nseg) * CH, V{});
   for (int sg = 0; sg < nseg; ++sg) {
-    const int sx = x0 + sg * kLanes, nvalid = std::min(kLanes, x1 - sx + 1);
-    px[sg] = lane + (T(sx) + T(0.5));
+    const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
     tr[sg] = V{} + T(1), acc[sg] = g_out[sg] = v_alpha[sg] = t_final[sg] = V{};
-    valid[sg] = (lane_i + sx) <= x1;
     last[sg] = M{};
     ne[sg] = 0;
     for (int l = 0; l < nvalid; ++l) {
@@ -95,31 +92,24 @@ void backward_row(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam,
       }
       for (int64_t c = 0; c < CH; ++c) gt[c][l] = gp[c];
     }
-    if (!sorted) last[sg] = valid[sg] & (M{} + s.n);  // weighted: every listed Gaussian
+    if (!sorted) last[sg] = seg.inside[sg] & (M{} + s.n);  // weighted: every listed Gaussian
   }
   const size_t cap = static_cast<size_t>(n_items);
   if (s.ent.size() < nseg * cap)
     s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap);
 
   // Front to back: α and T before each pair, exactly as the forward computed them.
-  const T py = T(y) + T(0.5);
-  for (int j = 0; j < n_items; ++j) {
-    const int32_t i = items[j];
-    const RowGaussian<T>& g = gs[s.ids[i]];
-    const int lo = std::max(g.box.x0, x0), hi = std::min(g.box.x1, x1);
-    if (lo > hi) continue;
-    const T dy = g.my - py;
-    for (int sg = (lo - x0) / kLanes; sg <= (hi - x0) / kLanes; ++sg) {
-      const M live = (M{} + i) < last[sg];  // 0 on invalid lanes (last = 0 there)
-      if (!any_lane(live)) continue;
-      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - px[sg], dy);
-      const M c = live & (al != T(0));
-      if (!any_lane(c)) continue;
-      const size_t e = sg * cap + ne[sg]++;
-      s.ent[e] = i, s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr[sg];
-      tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
-    }
-  }
+  seg.walk(gs, s.ids, items, n_items, [] { return false; },
+           [&](int32_t i, int32_t, const RowGaussian<T>& g, T dy, int sg) {
+    const M live = (M{} + i) < last[sg];  // 0 on invalid lanes (last = 0 there)
+    if (!any_lane(live)) return;
+    const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], dy);
+    const M c = live & (al != T(0));
+    if (!any_lane(c)) return;
+    const size_t e = sg * cap + ne[sg]++;
+    s.ent[e] = i, s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr[sg];
+    tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
+  });
 
   // Back to front per segment (the order matters only for the sorted suffix sums).
   for (int sg = 0; sg < nseg; ++sg) {
@@ -158,8 +148,8 @@ void backward_row(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam,
       // AlphaGrad::add as vectors: nothing flows where α was clamped at 0.99
       if (!(g.opacity > T(0))) continue;
       const M flows = on & (al < T(kAlphaMax));
-      const V dx = g.mx - px[sg];
-      const T dy = g.my - py;
+      const V dx = g.mx - seg.px[sg];
+      const T dy = g.my - seg.py;
       const V v_sigma = flows ? -v_al * al : V{};
       part[kGO] += flows ? v_al * al / g.opacity : V{};
       part[kGA] += v_sigma * T(0.5) * dx * dx;

@@ -38,62 +38,52 @@ void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
   using M = typename Lanes<T>::M;
   const int64_t CH = a.CH;
   const bool sorted = a.sorted;
-  const int nseg = (x1 - x0) / kLanes + 1;
-  V lane{}, px[kMaxSegments], tr[kMaxSegments], wsum[kMaxSegments];
-  M lane_i{}, alive[kMaxSegments], last[kMaxSegments], evals{}, useful{};
+  const RowSegments<T> seg(x0, x1, y);
+  const int nseg = seg.n;
+  V tr[kMaxSegments], wsum[kMaxSegments];
+  M alive[kMaxSegments], last[kMaxSegments], evals{}, useful{};
   int nw[kMaxSegments], stop_at[kMaxSegments];
   bool live[kMaxSegments];
-  for (int i = 0; i < kLanes; ++i) lane[i] = T(i), lane_i[i] = i;
   int n_live = nseg;
   for (int sg = 0; sg < nseg; ++sg) {
-    const int sx = x0 + sg * kLanes;
-    px[sg] = lane + (T(sx) + T(0.5));
     tr[sg] = V{} + T(1), wsum[sg] = V{};
-    alive[sg] = (lane_i + sx) <= x1;
+    alive[sg] = seg.inside[sg];
     last[sg] = M{} + start;
     nw[sg] = 0, stop_at[sg] = n_list, live[sg] = true;
   }
   const size_t cap = static_cast<size_t>(n_items);
   if (s.w.size() < nseg * cap) s.w.resize(nseg * cap), s.rows.resize(nseg * cap);
-  const T py = T(y) + T(0.5);
-  for (int j = 0; j < n_items && n_live > 0; ++j) {
-    const int32_t i = items[j];
-    const int32_t id = ids[i];
-    const RowGaussian<T>& g = gs[id];
-    const int lo = std::max(g.box.x0, x0), hi = std::min(g.box.x1, x1);
-    if (lo > hi) continue;
-    const T dy = g.my - py;
-    for (int sg = (lo - x0) / kLanes; sg <= (hi - x0) / kLanes; ++sg) {
-      if (!live[sg]) continue;
-      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - px[sg], dy);
-      evals -= alive[sg];  // masks are −1: counts up
-      const M c = alive[sg] & (al != T(0));
-      if (!any_lane(c)) continue;
-      V w;
-      if (sorted) {
-        const V next = tr[sg] * (T(1) - al);
-        const M stop = c & (next < T(kTransmittanceMin));
-        const M ok = c & ~stop;
-        w = ok ? al * tr[sg] : V{};
-        tr[sg] = ok ? next : tr[sg];
-        last[sg] = ok ? M{} + (start + i + 1) : last[sg];
-        useful -= ok;
-        if (any_lane(stop)) {
-          alive[sg] &= ~stop;
-          if (!any_lane(alive[sg])) live[sg] = false, --n_live, stop_at[sg] = i + 1;
-        }
-        if (!any_lane(ok)) continue;
-      } else {
-        w = c ? al * g.phi : V{};
-        wsum[sg] += w;
-        tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
-        useful -= c;
+  seg.walk(gs, ids, items, n_items, [&] { return n_live == 0; },
+           [&](int32_t i, int32_t id, const RowGaussian<T>& g, T dy, int sg) {
+    if (!live[sg]) return;
+    const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], dy);
+    evals -= alive[sg];  // masks are −1: counts up
+    const M c = alive[sg] & (al != T(0));
+    if (!any_lane(c)) return;
+    V w;
+    if (sorted) {
+      const V next = tr[sg] * (T(1) - al);
+      const M stop = c & (next < T(kTransmittanceMin));
+      const M ok = c & ~stop;
+      w = ok ? al * tr[sg] : V{};
+      tr[sg] = ok ? next : tr[sg];
+      last[sg] = ok ? M{} + (start + i + 1) : last[sg];
+      useful -= ok;
+      if (any_lane(stop)) {
+        alive[sg] &= ~stop;
+        if (!any_lane(alive[sg])) live[sg] = false, --n_live, stop_at[sg] = i + 1;
       }
-      s.w[sg * cap + nw[sg]] = w;
-      s.rows[sg * cap + nw[sg]] = a.colors + static_cast<int64_t>(id) * CH;
-      ++nw[sg];
+      if (!any_lane(ok)) return;
+    } else {
+      w = c ? al * g.phi : V{};
+      wsum[sg] += w;
+      tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
+      useful -= c;
     }
-  }
+    s.w[sg * cap + nw[sg]] = w;
+    s.rows[sg * cap + nw[sg]] = a.colors + static_cast<int64_t>(id) * CH;
+    ++nw[sg];
+  });
   for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
 
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
@@ -104,7 +94,7 @@ void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
     int64_t c0 = 0;
     for (; c0 + kChanRegs <= CH; c0 += kChanRegs) segment_block<T, kChanRegs>(acc, w, rows, nw[sg], c0);
     segment_tail<T, kChanRegs - 1>(acc, w, rows, nw[sg], c0, static_cast<int>(CH - c0));
-    const int sx = x0 + sg * kLanes, nvalid = std::min(kLanes, x1 - sx + 1);
+    const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
     s.listed += int64_t(stop_at[sg]) * nvalid;
     for (int l = 0; l < nvalid; ++l) {
       const int64_t pix = (cam * a.height + y) * a.width + sx + l;

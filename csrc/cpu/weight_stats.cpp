@@ -5,10 +5,10 @@
 // Parallel over the tiles of one view at a time; every thread accumulates into its own buffers,
 // merged after each view, so no two threads ever write the same memory.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include "gsrender/weight_stats.h"
+#include "isa.h"
 #include "raster_tile.h"
 
 namespace gsrender {
@@ -80,7 +80,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> weight_st
     int32_t* nv = nviews.data_ptr<int32_t>();
     const int64_t tiles = int64_t(a.TH) * a.TW;
     for (int64_t cam = 0; cam < C; ++cam) {
-      at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+      cpu::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
         StatsScratch<T>& s = scratch[at::get_thread_num()];
         for (int64_t t = begin; t < end; ++t) {
           const int64_t ct = cam * tiles + t;

@@ -21,8 +21,10 @@ namespace {
 
 std::tuple<Tensor, Tensor> bin_tiles_cuda(const Tensor& means2d, const Tensor& radii,
                                           const Tensor& depths, int64_t width, int64_t height,
-                                          int64_t tile_size, bool sort) {
-  check_bin_tiles_inputs(means2d, radii, depths, width, height, tile_size);
+                                          int64_t tile_size, bool sort,
+                                          const c10::optional<Tensor>& conics,
+                                          const c10::optional<Tensor>& opacities) {
+  check_bin_tiles_inputs(means2d, radii, depths, width, height, tile_size, conics, opacities);
   const c10::cuda::CUDAGuard guard(means2d.device());
   const int64_t C = means2d.size(0), N = means2d.size(1), CN = C * N;
   const int ts = static_cast<int>(tile_size);
@@ -33,12 +35,16 @@ std::tuple<Tensor, Tensor> bin_tiles_cuda(const Tensor& means2d, const Tensor& r
   Tensor tile_offsets = at::empty({C, TH, TW}, iopts);  // [C, TH, TW]
   if (CN == 0) return {tile_offsets.zero_(), at::empty({0}, iopts)};
   const Tensor m2d = means2d.contiguous(), rad = radii.contiguous(), dep = depths.contiguous();
+  const Tensor con = conics ? conics->contiguous() : Tensor();
+  const Tensor opa = opacities ? opacities->contiguous() : Tensor();
   const cudaStream_t stream = current_stream();
   Tensor flatten_ids;
   AT_DISPATCH_FLOATING_TYPES(m2d.scalar_type(), "bin_tiles_cuda", [&] {
     using T = scalar_t;
     const launch::BinArgs<T> a{m2d.data_ptr<T>(), rad.data_ptr<int32_t>(), dep.data_ptr<T>(),
-                               C, N, static_cast<int>(width), static_cast<int>(height), ts, sort};
+                               C, N, static_cast<int>(width), static_cast<int>(height), ts, sort,
+                               con.defined() ? con.data_ptr<T>() : nullptr,
+                               opa.defined() ? opa.data_ptr<T>() : nullptr};
     const Tensor ends = at::empty({CN}, iopts.dtype(at::kLong));  // [C*N]
     {
       const ScratchBuffer ws(launch::bin_count_workspace_bytes(a), means2d.device());

@@ -48,7 +48,8 @@ def view_contributors(model: GaussianModel, viewmats, Ks, width, height, *,
         radii, means2d, depths, conics, opac2d = ops.project(
             model.means.contiguous(), model.quats.contiguous(), model.scales.contiguous(),
             model.opacities.contiguous(), vm, K, width, height, 0.3, near_plane, 1e10, 0.0, False)
-        offs, fids = ops.bin_tiles(means2d, radii, depths, width, height, tile_size, True)
+        offs, fids = ops.bin_tiles(means2d, radii, depths, width, height, tile_size, True, conics,
+                                   opac2d)
         w_sum, w_max, n_views, ids, ws = ops.weight_stats(
             means2d, conics, opac2d, depths, offs, fids, width, height, tile_size, tau_s, top_k)
         yield c, WeightStats(w_sum, w_max, n_views), ids[0], ws[0]

@@ -3,8 +3,8 @@
 
 Every case holds one kernel's inputs and parameters and the CPU backend's outputs (the
 expected values) with the comparison rules of its precision (gsrender.testing.check). The set:
-projection and SH (forward + backward, SH degrees 0–3), binning (sorted / unsorted, two tile
-sizes), the rasterize forward (scalar f32 and f64, Tensor Core f16 / bf16 / tf32; sorted and
+projection and SH (forward + backward, SH degrees 0–3), binning (exact — conics and opacities
+given — sorted / unsorted, two tile sizes; and the radii boxes' lists), the rasterize forward (scalar f32 and f64, Tensor Core f16 / bf16 / tf32; sorted and
 weighted; RGB, RGB+D and D = 16, 40, 64, 130, 512 channels), the rasterize backward (scalar
 f32, Tensor Core f16 / bf16, and the deterministic one), weight_stats and contributors, on a
 tiny (24×20 px, 40 Gaussians) and a small (64×48 px, 2 cameras, 600 Gaussians) scene. Inputs
@@ -112,9 +112,12 @@ class Scene:
             self.means, self.quats, self.scales, self.opacities, self.viewmats, self.Ks, W, H,
             EPS2D, NEAR, FAR, 0.0, False)
 
-    def binning(self, tile_size: int = 16, sort: bool = True):
+    def binning(self, tile_size: int = 16, sort: bool = True, exact: bool = True):
+        """The pipeline's tile lists: exact (the support ellipse meets the tile) unless asked for
+        the radii boxes' lists."""
+        extra = (self.conics, self.opac2d) if exact else ()
         return _cpu_ops().bin_tiles(self.means2d, self.radii, self.depths, self.W, self.H,
-                                    tile_size, sort)
+                                    tile_size, sort, *extra)
 
     def channels(self, D: int) -> torch.Tensor:
         """[C, N, D]: RGB in [0, 1]; D = 4 adds the depth (≈ 2–4, another range); more channels
@@ -202,16 +205,20 @@ def sh_cases(s: Scene):
 
 
 def binning_cases(s: Scene):
-    for ts in (16, 8):
-        for sort in (True, False):
-            offsets, ids = s.binning(ts, sort)
-            yield Case(f"bin_tiles_{s.name}_t{ts}_{'sorted' if sort else 'unsorted'}",
-                       "bin_tiles", "f32",
-                       {"width": s.W, "height": s.H, "tile_size": ts, "sort": sort},
-                       {"inputs": {"means2d": _np(s.means2d), "radii": _np(s.radii),
-                                   "depths": _np(s.depths)},
-                        "expected": {"tile_offsets": _np(offsets), "flatten_ids": _np(ids)}},
-                       {"tile_offsets": exact_rule(), "flatten_ids": exact_rule()})
+    """Exact binning (conics and opacities given, what the pipeline runs) for both tile sizes and
+    orders; the radii boxes' lists (no conics) once per scene."""
+    for ts, sort, exact in [(ts, sort, True) for ts in (16, 8) for sort in (True, False)] + [
+            (16, True, False)]:
+        offsets, ids = s.binning(ts, sort, exact)
+        inputs = {"means2d": _np(s.means2d), "radii": _np(s.radii), "depths": _np(s.depths)}
+        if exact:
+            inputs.update(conics=_np(s.conics), opacities=_np(s.opac2d))
+        yield Case(f"bin_tiles_{s.name}_t{ts}_{'sorted' if sort else 'unsorted'}_"
+                   f"{'exact' if exact else 'box'}", "bin_tiles", "f32",
+                   {"width": s.W, "height": s.H, "tile_size": ts, "sort": sort, "exact": exact},
+                   {"inputs": inputs,
+                    "expected": {"tile_offsets": _np(offsets), "flatten_ids": _np(ids)}},
+                   {"tile_offsets": exact_rule(), "flatten_ids": exact_rule()})
 
 
 def _cpu_impl(mode: int) -> int:

@@ -190,9 +190,11 @@ void run_sh(const Case& c, Device& d, cudaStream_t s, bool backward) {
 template <typename T>
 void run_bin_tiles(const Case& c, Device& d, cudaStream_t s) {
   const int64_t C = c.in("means2d").dim(0), N = c.in("means2d").dim(1);
+  // conics and opacities present: exact binning (the CPU's expected lists were made with them)
   const L::BinArgs<T> a{d.input<T>("means2d"), d.input<int32_t>("radii"), d.input<T>("depths"),
                         C, N, static_cast<int>(c.num("width")), static_cast<int>(c.num("height")),
-                        static_cast<int>(c.num("tile_size")), c.flag("sort")};
+                        static_cast<int>(c.num("tile_size")), c.flag("sort"),
+                        d.input_opt<T>("conics"), d.input_opt<T>("opacities")};
   const int ts = a.tile_size, TW = (a.width + ts - 1) / ts, TH = (a.height + ts - 1) / ts;
   int32_t* offsets = d.output<int32_t>("tile_offsets", "int32", {C, TH, TW});
   Buffer ends(sizeof(int64_t) * C * N);

@@ -1,5 +1,6 @@
 // Tile binning on the GPU, with the CPU's result exactly (csrc/cpu/binning.cpp): the same
-// per-Gaussian pixel box (gsrender::pixel_box), then every (tile, Gaussian) pair is emitted in
+// per-Gaussian pixel box (gsrender::pixel_box) and, with conics, the same exact ellipse–tile
+// test (gsrender::for_each_bin_tile), then every (tile, Gaussian) pair is emitted in
 // Gaussian order and radix-sorted by a 64-bit key, camera·tile index in the high 32 bits and the
 // depth as an order-preserving uint32 in the low 32 bits. cub's radix sort is stable, so equal
 // depths keep Gaussian order, as the CPU's stable_sort over ids in index order does.
@@ -7,6 +8,7 @@
 #include <type_traits>
 
 #include "gsrender/launch/binning.h"
+#include "gsrender/support_ellipse.h"
 #include "gsrender/tiles.h"
 
 namespace gsrender {
@@ -31,15 +33,18 @@ __device__ __forceinline__ bool tile_rect(const T* m2d, const int32_t* rad, int6
   return true;
 }
 
+// conics, opac: nullptr (box binning) or the exact test's inputs (for_each_bin_tile, the CPU's).
 template <typename T>
 __global__ void count_tiles_kernel(int64_t CN, const T* __restrict__ m2d,
-                                   const int32_t* __restrict__ rad, int width, int height,
+                                   const int32_t* __restrict__ rad, const T* __restrict__ conics,
+                                   const T* __restrict__ opac, int width, int height,
                                    int tile_size, int64_t* __restrict__ counts) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= CN) return;
   int r[4];
   counts[i] = tile_rect(m2d, rad, i, width, height, tile_size, r)
-                  ? int64_t(r[2] - r[0] + 1) * (r[3] - r[1] + 1)
+                  ? for_each_bin_tile<T>(r, m2d, conics, opac, i, tile_size, width, height,
+                                         [](int, int) {})
                   : 0;
 }
 
@@ -56,11 +61,12 @@ __device__ __forceinline__ unsigned long long double_order_key(double d) {
   return u ^ ((u >> 63) ? 0xffffffffffffffffull : 0x8000000000000000ull);
 }
 
-// Writes Gaussian i's pairs at [ends[i] − count, ends[i]), so pairs sit in Gaussian order.
+// Writes Gaussian i's pairs at [ends[i − 1], ends[i]), so pairs sit in Gaussian order.
 // low_depth: put the float depth key in the low 32 bits (float32 sorted mode); 0 otherwise.
 template <typename T>
 __global__ void emit_pairs_kernel(int64_t CN, int64_t N, const T* __restrict__ m2d,
                                   const int32_t* __restrict__ rad, const T* __restrict__ depths,
+                                  const T* __restrict__ conics, const T* __restrict__ opac,
                                   int width, int height, int tile_size, int TW, int TH,
                                   const int64_t* __restrict__ ends, bool low_depth,
                                   unsigned long long* __restrict__ keys,
@@ -69,14 +75,13 @@ __global__ void emit_pairs_kernel(int64_t CN, int64_t N, const T* __restrict__ m
   if (i >= CN) return;
   int r[4];
   if (!tile_rect(m2d, rad, i, width, height, tile_size, r)) return;
-  int64_t pos = ends[i] - int64_t(r[2] - r[0] + 1) * (r[3] - r[1] + 1);
+  int64_t pos = i > 0 ? ends[i - 1] : 0;
   const unsigned long long base = static_cast<unsigned long long>(i / N) * TH * TW;
   const unsigned long long low = low_depth ? float_order_key(static_cast<float>(depths[i])) : 0;
-  for (int ty = r[1]; ty <= r[3]; ++ty)
-    for (int tx = r[0]; tx <= r[2]; ++tx, ++pos) {
-      keys[pos] = ((base + static_cast<unsigned long long>(ty) * TW + tx) << 32) | low;
-      vals[pos] = static_cast<int32_t>(i);
-    }
+  for_each_bin_tile<T>(r, m2d, conics, opac, i, tile_size, width, height, [&](int tx, int ty) {
+    keys[pos] = ((base + static_cast<unsigned long long>(ty) * TW + tx) << 32) | low;
+    vals[pos++] = static_cast<int32_t>(i);
+  });
 }
 
 __global__ void depth_key64_kernel(int64_t M, const double* __restrict__ depths,
@@ -251,7 +256,7 @@ cudaError_t launch_bin_count(const BinArgs<T>& a, int64_t* ends, Workspace ws,
   const gpu::CountLayout<T> l(a, ws.ptr);
   if (ws.bytes < l.total) return cudaErrorInvalidValue;
   GSR_LAUNCH(num_blocks(CN), kThreads, 0, stream, gpu::count_tiles_kernel<T>)(
-      CN, a.means2d, a.radii, a.width, a.height, a.tile_size, l.counts);
+      CN, a.means2d, a.radii, a.conics, a.opacities, a.width, a.height, a.tile_size, l.counts);
   GSR_CUDA_TRY(cudaGetLastError());
   size_t bytes = l.cub_bytes;
   return cub::DeviceScan::InclusiveSum(l.cub_tmp, bytes, l.counts, ends, CN, stream);
@@ -275,7 +280,8 @@ cudaError_t launch_bin_sort(const BinArgs<T>& a, const int64_t* ends, int64_t M,
   int32_t* vals = l.vals;
   if (M > 0) {
     GSR_LAUNCH(num_blocks(CN), kThreads, 0, stream, gpu::emit_pairs_kernel<T>)(
-        CN, a.N, a.means2d, a.radii, a.depths, a.width, a.height, a.tile_size, g.TW, g.TH, ends,
+        CN, a.N, a.means2d, a.radii, a.depths, a.conics, a.opacities, a.width, a.height,
+        a.tile_size, g.TW, g.TH, ends,
         a.sort && !is_double, keys, vals);
     GSR_CUDA_TRY(cudaGetLastError());
     size_t bytes = l.cub_bytes;

@@ -14,10 +14,12 @@
 
 namespace gsrender {
 
-// bin_tiles' arguments (both backends).
+// bin_tiles' arguments (both backends). conics and opacities come together (exact binning) or
+// not at all (box binning).
 inline void check_bin_tiles_inputs(const at::Tensor& means2d, const at::Tensor& radii,
                                    const at::Tensor& depths, int64_t width, int64_t height,
-                                   int64_t tile_size) {
+                                   int64_t tile_size, const c10::optional<at::Tensor>& conics,
+                                   const c10::optional<at::Tensor>& opacities) {
   check_shape(means2d, "means2d", {-1, -1, 2});
   const int64_t C = means2d.size(0), N = means2d.size(1);
   check_floating(means2d, "means2d");
@@ -30,6 +32,16 @@ inline void check_bin_tiles_inputs(const at::Tensor& means2d, const at::Tensor& 
   check_image_size(width, height);
   TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
                     tile_size);
+  TORCH_CHECK_VALUE(conics.has_value() == opacities.has_value(),
+                    "bin_tiles: conics and opacities must be given together (exact binning) or "
+                    "not at all, got ", conics ? "conics only" : "opacities only");
+  if (!conics) return;
+  check_shape(*conics, "conics", {C, N, 3});
+  check_float(*conics, "conics", means2d.scalar_type());
+  check_device(*conics, "conics", means2d.device());
+  check_shape(*opacities, "opacities", {C, N});
+  check_float(*opacities, "opacities", means2d.scalar_type());
+  check_device(*opacities, "opacities", means2d.device());
 }
 
 inline void check_raster_impl(int64_t impl) {

@@ -1,20 +1,25 @@
 // Exact test of a Gaussian's α ≥ 1/255 support ellipse against a rectangle of pixel centres,
 // the idea of Speedy-Splat's AccuTile: a Gaussian's bounding box meeting a tile does not mean its
 // ellipse does (a small or elongated Gaussian near a tile corner misses it), so binning and
-// packing by the box alone make pairs that can never contribute. Shared by both backends.
+// packing by the box alone make pairs that can never contribute. Shared by both backends: the
+// binning of each (support_meets_tile over the tiles of a radii box) and the CPU raster's tile
+// set-up run the same function on the same doubles, so they agree on every pair.
 #pragma once
 #include <cmath>
 
 #include "gsrender/common.h"
+#include "gsrender/tiles.h"
 
 namespace gsrender {
 
 // min over dx ∈ [lo, hi] of a·dx² + 2b·dx·dy + c·dy² (a > 0, dy fixed): the vertex, clamped.
+// Every product-sum is an explicit fma, so no compiler contraction choice (host ISA clones,
+// nvcc's --fmad) changes the rounding: the CPU and CUDA binnings produce the same lists.
 template <typename T>
 GSR_HOST_DEVICE T support_edge_min(T a, T b, T c, T dy, T lo, T hi) {
   T dx = -b * dy / a;
   dx = dx < lo ? lo : (dx > hi ? hi : dx);
-  return a * dx * dx + T(2) * b * dx * dy + c * dy * dy;
+  return fma(a * dx, dx, fma(T(2) * b * dx, dy, c * dy * dy));
 }
 
 // True when some pixel centre (x + 0.5, y + 0.5), x0 ≤ x ≤ x1, y0 ≤ y ≤ y1, may have
@@ -32,9 +37,9 @@ GSR_HOST_DEVICE T support_level(T opacity) {
 template <typename T>
 GSR_HOST_DEVICE bool support_meets_rect(T mx, T my, T a, T b, T c, T level, int x0, int y0,
                                         int x1, int y1) {
-  const T det = a * c - b * b;
+  const T det = fma(a, c, -(b * b));
   if (!(level > T(0)) || !(det > T(0)) || !(a > T(0))) return false;  // no pixel contributes
-  const T bound = T(2) * (level * (T(1) + T(1e-4) + T(1e-6) * (a + c) * (a + c) / det) + T(1e-4));
+  const T bound = T(2) * fma(level, T(1) + T(1e-4) + T(1e-6) * (a + c) * (a + c) / det, T(1e-4));
   const T dxlo = mx - (T(x1) + T(0.5)), dxhi = mx - (T(x0) + T(0.5));
   const T dylo = my - (T(y1) + T(0.5)), dyhi = my - (T(y0) + T(0.5));
   const bool in_x = dxlo <= T(0) && dxhi >= T(0), in_y = dylo <= T(0) && dyhi >= T(0);
@@ -49,6 +54,50 @@ GSR_HOST_DEVICE bool support_meets_rect(T mx, T my, T a, T b, T c, T level, int 
     q = e < q ? e : q;
   }
   return q <= bound;  // NaN inputs: false
+}
+
+// A Gaussian's support for the tile test, computed once per frame: its mean and conic, ln(255·o)
+// and the pixels its α ≥ 1/255 region can reach (support_pixel_box).
+template <typename T>
+struct Support {
+  T mx, my, a, b, c;
+  double level;
+  PixelBox box;
+};
+
+template <typename T>
+GSR_HOST_DEVICE Support<T> make_support(T mx, T my, T a, T b, T c, T opacity) {
+  return {mx, my, a, b, c, support_level<double>(double(opacity)),
+          support_pixel_box<T>(mx, my, a, b, c, opacity)};
+}
+
+// Whether some pixel of the rectangle [x0, x1] × [y0, y1] (a tile's pixels inside the image,
+// tile_pixels) can have α ≥ 1/255: its support box meets the rectangle and so does the ellipse.
+template <typename T>
+GSR_HOST_DEVICE bool support_meets_tile(const Support<T>& s, const PixelBox& tile) {
+  return s.box.meets(tile.x0, tile.y0, tile.x1, tile.y1) &&
+         support_meets_rect<double>(s.mx, s.my, s.a, s.b, s.c, s.level, tile.x0, tile.y0,
+                                    tile.x1, tile.y1);
+}
+
+// Binning's pairs of Gaussian i (both backends): the tiles [r[0], r[2]] × [r[1], r[3]] of its
+// radii box and, when conics and opacities are given (exact binning), only the tiles its
+// support ellipse meets. Calls f(tx, ty) for each, row by row; returns how many.
+template <typename T, class F>
+GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const T* conics,
+                                          const T* opacities, int64_t i, int tile_size, int width,
+                                          int height, F&& f) {
+  const bool exact = conics != nullptr;
+  Support<T> s{};
+  if (exact)
+    s = make_support<T>(means2d[2 * i], means2d[2 * i + 1], conics[3 * i], conics[3 * i + 1],
+                        conics[3 * i + 2], opacities[i]);
+  int64_t n = 0;
+  for (int ty = r[1]; ty <= r[3]; ++ty)
+    for (int tx = r[0]; tx <= r[2]; ++tx)
+      if (!exact || support_meets_tile<T>(s, tile_pixels(tx, ty, tile_size, width, height)))
+        f(tx, ty), ++n;
+  return n;
 }
 
 }  // namespace gsrender

@@ -46,4 +46,11 @@ GSR_HOST_DEVICE PixelBox pixel_box(T mx, T my, int rx, int ry, int width, int he
 
 GSR_HOST_DEVICE int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// The pixels of tile (tx, ty) inside the image.
+GSR_HOST_DEVICE PixelBox tile_pixels(int tx, int ty, int tile_size, int width, int height) {
+  const int x0 = tx * tile_size, y0 = ty * tile_size;
+  return {x0, y0, (x0 + tile_size < width ? x0 + tile_size : width) - 1,
+          (y0 + tile_size < height ? y0 + tile_size : height) - 1};
+}
+
 }  // namespace gsrender

@@ -19,6 +19,10 @@ struct BinArgs {
   int64_t C, N;
   int width, height, tile_size;
   bool sort;             // order each tile's run by depth (stable); Gaussian order otherwise
+  // Exact binning (gsrender/support_ellipse.h): only the tiles the α ≥ 1/255 support ellipse
+  // meets; nullptr (both) lists every tile of the radii box.
+  const T* conics = nullptr;     // [C, N, 3]
+  const T* opacities = nullptr;  // [C, N]
 };
 
 template <typename T>

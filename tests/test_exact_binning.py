@@ -1,0 +1,132 @@
+"""Exact binning: bin_tiles with conics and opacities lists a Gaussian only in the tiles its
+α ≥ 1/255 support ellipse meets. Its lists are the radii boxes' lists filtered (same order);
+every pair it drops has α < 1/255 at every pixel centre of the tile (a float64 brute force over
+needle-shaped and tiny Gaussians); renders, gradients, weight_stats and contributors are the same
+on both; the pipeline bins exactly; bad arguments are named."""
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import F32, F64, every_cpu_isa, random_scene
+
+from gsrender import ops
+from gsrender import reference as ref
+
+TILE = 8
+
+
+def _projected(dtype, seed=3, C=2, W=70, H=45):
+    # log-uniform scales over two decades: many needles and specks at tile corners
+    s = random_scene(N=400, C=C, width=W, height=H, seed=seed, scale_range=(0.003, 0.5)).cast(dtype)
+    radii, m2d, depths, conics, o2d = ops.project(s.means, s.quats, s.scales, s.opacities,
+                                                  s.viewmats, s.Ks, W, H, 0.3, 0.01, 1e10, 0.0,
+                                                  False)
+    return {"m2d": m2d, "radii": radii, "depths": depths, "conics": conics, "o2d": o2d, "W": W,
+            "H": H, "C": C, "N": s.N}
+
+
+def _lists(p, exact: bool, sort: bool = True, tile: int = TILE):
+    extra = (p["conics"], p["o2d"]) if exact else ()
+    offs, ids = ops.bin_tiles(p["m2d"], p["radii"], p["depths"], p["W"], p["H"], tile, sort, *extra)
+    ends = torch.cat([offs.flatten()[1:].long(), torch.tensor([ids.numel()])])
+    return [ids[a:b].tolist() for a, b in zip(offs.flatten().long().tolist(), ends.tolist())]
+
+
+def _max_alpha(p, c, g, tx, ty, tile):
+    """Largest float64 α = o·exp(−σ) over the pixel centres of tile (tx, ty) inside the image."""
+    ys, xs = torch.meshgrid(torch.arange(ty * tile, min((ty + 1) * tile, p["H"]), dtype=F64),
+                            torch.arange(tx * tile, min((tx + 1) * tile, p["W"]), dtype=F64),
+                            indexing="ij")
+    m = p["m2d"][c, g].double()
+    a, b, cc = p["conics"][c, g].double().tolist()
+    dx, dy = m[0] - (xs + 0.5), m[1] - (ys + 0.5)
+    sig = 0.5 * (a * dx * dx + cc * dy * dy) + b * dx * dy
+    return float((p["o2d"][c, g].double() * torch.exp(-sig)).max())
+
+
+@every_cpu_isa
+@pytest.mark.parametrize("sort", (True, False))
+@pytest.mark.parametrize("dtype", (F32, F64))
+def test_exact_lists_drop_only_pairs_that_never_contribute(dtype, sort):
+    p = _projected(dtype)
+    box, exact = _lists(p, False, sort), _lists(p, True, sort)
+    TW = -(-p["W"] // TILE)
+    dropped = 0
+    for t, (b, e) in enumerate(zip(box, exact)):
+        kept = set(e)
+        assert [i for i in b if i in kept] == e, f"tile {t}: not the box list filtered"
+        c, tt = divmod(t, len(box) // p["C"])
+        for i in b:
+            if i not in kept:
+                dropped += 1
+                assert _max_alpha(p, c, i - c * p["N"], tt % TW, tt // TW, TILE) < ref.ALPHA_MIN
+    assert dropped > 0.2 * sum(map(len, box)), (dropped, sum(map(len, box)))
+
+
+def _raster(p, lists, chans, mode, leaves=None):
+    offs, ids = lists
+    m2d, con, o2d = leaves if leaves is not None else (p["m2d"], p["conics"], p["o2d"])
+    return ops.rasterize(m2d, con, o2d, chans, p["depths"], None, offs, ids, p["W"], p["H"], TILE,
+                         ops.SORTED if mode == "sorted" else ops.WEIGHTED, [0.3, 1.5, 0.05], 0)
+
+
+def _bin(p, exact: bool, sort: bool):
+    extra = (p["conics"], p["o2d"]) if exact else ()
+    return ops.bin_tiles(p["m2d"], p["radii"], p["depths"], p["W"], p["H"], TILE, sort, *extra)
+
+
+@every_cpu_isa
+@pytest.mark.parametrize("mode", ("sorted", "weighted"))
+@pytest.mark.parametrize("dtype", (F32, F64))
+def test_render_and_gradients_same_on_exact_lists(dtype, mode):
+    p = _projected(dtype)
+    chans = torch.rand(p["C"], p["N"], 6, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    outs = []
+    for exact in (False, True):
+        leaves = [t.clone().requires_grad_(True) for t in (p["m2d"], p["conics"], p["o2d"], chans)]
+        out = _raster(p, _bin(p, exact, mode == "sorted"), leaves[3], mode, leaves[:3])
+        loss = (out[0] * torch.linspace(0.5, 1.5, 6, dtype=dtype)).sum() + out[1].sum()
+        outs.append([out[0], out[1], *torch.autograd.grad(loss, leaves)])
+    tol = dict(rtol=1e-9, atol=1e-10) if dtype == F64 else dict(rtol=1e-5, atol=1e-5)
+    for got, exp in zip(*outs):
+        torch.testing.assert_close(got, exp, **tol)
+
+
+@pytest.mark.parametrize("dtype", (F32, F64))
+def test_weight_stats_and_contributors_same_on_exact_lists(dtype):
+    p = _projected(dtype, C=1)
+    args = (p["m2d"], p["conics"], p["o2d"], p["depths"])
+    stats = [ops.weight_stats(*args, *_bin(p, e, True), p["W"], p["H"], TILE, 0.3, 3)
+             for e in (False, True)]
+    for got, exp in zip(*stats):
+        torch.testing.assert_close(got, exp, rtol=1e-6, atol=1e-7)
+    cont = [ops.contributors(*args, *_bin(p, e, True), p["W"], p["H"], TILE, None, 16, 0.1, 0.05)
+            for e in (False, True)]
+    for got, exp in zip(*cont):
+        torch.testing.assert_close(got, exp, rtol=1e-6, atol=1e-7)
+
+
+def test_pipeline_bins_exactly():
+    import gsrender
+
+    s = random_scene(N=400, C=1, width=70, height=45, seed=3, scale_range=(0.003, 0.5))
+    out = gsrender.rasterize(*s.inputs(), **s.kwargs(), tile_size=TILE)
+    m = out.meta
+    offs, ids = ops.bin_tiles(m["means2d"], m["radii"], m["depths"], 70, 45, TILE, True,
+                              m["conics"], m["opacities"])
+    assert torch.equal(m["flatten_ids"], ids) and torch.equal(m["tile_offsets"], offs)
+    box = ops.bin_tiles(m["means2d"], m["radii"], m["depths"], 70, 45, TILE, True)[1]
+    assert ids.numel() < box.numel()
+
+
+def test_bad_exact_binning_arguments_are_named():
+    p = _projected(F32, C=1)
+    base = (p["m2d"], p["radii"], p["depths"], p["W"], p["H"], TILE, True)
+    with pytest.raises(ValueError, match="conics and opacities must be given together"):
+        ops.bin_tiles(*base, p["conics"], None)
+    with pytest.raises(ValueError, match="conics"):
+        ops.bin_tiles(*base, p["conics"][..., :2], p["o2d"])
+    with pytest.raises(ValueError, match="opacities"):
+        ops.bin_tiles(*base, p["conics"], p["o2d"][:, :5])
+    with pytest.raises((ValueError, TypeError), match="opacities"):
+        ops.bin_tiles(*base, p["conics"], p["o2d"].double())
