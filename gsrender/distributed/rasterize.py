@@ -155,7 +155,9 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
         bg = torch.cat([bg3, bg3.new_zeros(C, chans.shape[-1] - 3)], -1).contiguous()
     tile_offsets, flatten_ids = ops.bin_tiles(d_m2d.detach().contiguous(), d_radii.contiguous(),
                                               d_dep.detach().contiguous(), width, height,
-                                              tile_size, mode == "sorted")
+                                              tile_size, mode == "sorted",
+                                              dense[..., _CON].detach().contiguous(),
+                                              dense[..., _OPA].detach().contiguous())
     render, alphas, _, _, stats = ops.rasterize(
         d_m2d.contiguous(), dense[..., _CON].contiguous(), dense[..., _OPA].contiguous(), chans,
         d_dep.contiguous(), bg, tile_offsets, flatten_ids, width, height, tile_size,
