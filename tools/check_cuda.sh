@@ -25,7 +25,7 @@ else
 fi
 if grep -qi "warning" "$LOG"; then
   echo "== compiler warnings =="
-  grep -i "warning" "$LOG" | sort -u | head -40
+  grep -i "warning" "$LOG" | sort -u | sed -n 1,40p  # (sed reads all: no SIGPIPE under pipefail)
 fi
 "$PY" - "$LOG" <<'PYEOF'
 import re, shutil, subprocess, sys

@@ -85,7 +85,7 @@ t0=$(date +%s)
 GSRENDER_PTXAS_VERBOSE=1 timeout 330 "$PY" setup.py build_ext --inplace >"$OUT/build.log" 2>&1
 build_rc=$?
 log "build rc=$build_rc in $(( $(date +%s) - t0 )) s (full log: build.log)"
-grep -E "error|warning" "$OUT/build.log" | sort -u | head -40 | tee -a "$LOG"
+grep -E "error|warning" "$OUT/build.log" | sort -u | sed -n 1,40p | tee -a "$LOG"
 
 test_rc=-1
 if [ $build_rc -eq 0 ]; then

@@ -40,7 +40,7 @@ if [ "${1:-}" = "--simt" ]; then
 fi
 OUT=${1:-$ROOT/build/kernel_driver}
 mkdir -p "$OUT"
-NVCC=${NVCC:-$(command -v nvcc || ls -d /usr/local/cuda*/bin/nvcc 2>/dev/null | sort -r | head -1)}
+NVCC=${NVCC:-$(command -v nvcc || ls -d /usr/local/cuda*/bin/nvcc 2>/dev/null | sort -r | sed -n 1p)}
 [ -x "$NVCC" ] || { echo "build.sh: nvcc not found (set NVCC)" >&2; exit 2; }
 GENCODE="-gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=compute_90"
 for sm in ${KDRIVER_SASS:-}; do GENCODE="$GENCODE -gencode arch=compute_$sm,code=sm_$sm"; done
