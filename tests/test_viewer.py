@@ -216,7 +216,10 @@ def test_view_command_serves_until_interrupted(tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
             assert r.status == 200
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
+        # communicate() keeps reading the output while it waits, so the viewer can never block
+        # on a full pipe while shutting down; the output explains a failure
+        rest, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 0, text + rest
     finally:
         if proc.poll() is None:
             proc.kill()
