@@ -3,6 +3,7 @@ offline), its GUI, the training cameras as frustums, and one render thread that 
 connected browser's picture up to date with gsrender.rasterize."""
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import traceback
@@ -214,7 +215,10 @@ class Viewer:
         return self.server.gui.add_checkbox(label, initial)
 
     def wait(self) -> None:
-        """Blocks until Ctrl+C, then closes."""
+        """Blocks until Ctrl+C, then closes. SIGINT is re-armed first: a shell starts background
+        jobs with SIGINT ignored, and Python would then never raise KeyboardInterrupt."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             while not self._stop.is_set():
                 time.sleep(0.5)
