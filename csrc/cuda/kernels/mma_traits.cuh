@@ -26,14 +26,19 @@ namespace {
 
 // ---------------------------------------------------------------------------- atoms
 
-// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32: D = A·B + D on one 16×16×8
-// tile, A 4 and B 2 .b32 registers of two 16-bit values, C/D 4 floats (layouts: mma_fragments.h).
-template <bool kBf16>
-struct SM80_16x8x16_F32X16X16F32_TN {
-  static constexpr int kM = 16, kN = 8, kK = 16;
+// The m16n8kK atoms' register arrays: A 4 and B 2 .b32 registers, C/D 4 floats.
+template <int kK_>
+struct M16N8Registers {
+  static constexpr int kM = 16, kN = 8, kK = kK_;
   using ARegs = uint32_t[4];
   using BRegs = uint32_t[2];
   using CRegs = float[4];
+};
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32: D = A·B + D on one 16×8×16
+// tile, each A / B register two 16-bit values (layouts: mma_fragments.h).
+template <bool kBf16>
+struct SM80_16x8x16_F32X16X16F32_TN : M16N8Registers<16> {
   __device__ __forceinline__ static void fma(CRegs& d, const ARegs& a, const BRegs& b) {
     if constexpr (kBf16)
       ptx::mma_m16n8k16_bf16(d, a, b, d);
@@ -44,12 +49,8 @@ struct SM80_16x8x16_F32X16X16F32_TN {
 using SM80_16x8x16_F32F16F16F32_TN = SM80_16x8x16_F32X16X16F32_TN<false>;
 using SM80_16x8x16_F32BF16BF16F32_TN = SM80_16x8x16_F32X16X16F32_TN<true>;
 
-// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: A 4 and B 2 registers of one tf32 each.
-struct SM80_16x8x8_F32TF32TF32F32_TN {
-  static constexpr int kM = 16, kN = 8, kK = 8;
-  using ARegs = uint32_t[4];
-  using BRegs = uint32_t[2];
-  using CRegs = float[4];
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: each A / B register one tf32.
+struct SM80_16x8x8_F32TF32TF32F32_TN : M16N8Registers<8> {
   __device__ __forceinline__ static void fma(CRegs& d, const ARegs& a, const BRegs& b) {
     ptx::mma_m16n8k8_tf32(d, a, b, d);
   }
