@@ -3,64 +3,30 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+
 #include "gsrender/checks.h"
-
-#include <c10/util/Exception.h>
-
-#include <initializer_list>
-
 #include "gsrender/sh.h"
 
 namespace gsrender {
-namespace {
-
-// t must have exactly the given sizes (-1 = any). `shape` is the human-readable expected shape.
-void expect_shape(const at::Tensor& t, const char* name, std::initializer_list<int64_t> sizes,
-                 const char* shape) {
-  bool ok = t.dim() == static_cast<int64_t>(sizes.size());
-  int64_t d = 0;
-  for (int64_t s : sizes) {
-    if (!ok) break;
-    ok = s < 0 || t.size(d) == s;
-    ++d;
-  }
-  TORCH_CHECK_VALUE(ok, name, " must have shape ", shape, ", got ", t.sizes());
-}
-
-void expect_floating(const at::Tensor& t, const char* name) {
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, name,
-                   " must be float32 or float64, got ", t.scalar_type());
-}
-
-// Same dtype and device as `ref` (named ref_name).
-void expect_like(const at::Tensor& t, const char* name, const at::Tensor& ref,
-                const char* ref_name) {
-  TORCH_CHECK_TYPE(t.scalar_type() == ref.scalar_type(), name, " must have the dtype of ",
-                   ref_name, " (", ref.scalar_type(), "), got ", t.scalar_type());
-  TORCH_CHECK_VALUE(t.device() == ref.device(), name, " must be on the device of ", ref_name,
-                    " (", ref.device(), "), got ", t.device());
-}
-
-}  // namespace
 
 void check_project_inputs(const at::Tensor& means, const at::Tensor& quats,
                           const at::Tensor& scales, const at::Tensor& opacities,
                           const at::Tensor& viewmats, const at::Tensor& Ks, int64_t width,
                           int64_t height, double eps2d, int64_t& C, int64_t& N) {
-  expect_shape(means, "means", {-1, 3}, "[N, 3]");
+  check_shape(means, "means", {-1, 3}, "[N, 3]");
   N = means.size(0);
-  expect_shape(viewmats, "viewmats", {-1, 4, 4}, "[C, 4, 4]");
+  check_shape(viewmats, "viewmats", {-1, 4, 4}, "[C, 4, 4]");
   C = viewmats.size(0);
-  expect_shape(quats, "quats", {N, 4}, "[N, 4] (N from means)");
-  expect_shape(scales, "scales", {N, 3}, "[N, 3] (N from means)");
-  expect_shape(opacities, "opacities", {N}, "[N] (N from means)");
-  expect_shape(Ks, "Ks", {C, 3, 3}, "[C, 3, 3] (C from viewmats)");
-  expect_floating(means, "means");
-  expect_like(quats, "quats", means, "means");
-  expect_like(scales, "scales", means, "means");
-  expect_like(opacities, "opacities", means, "means");
-  expect_like(viewmats, "viewmats", means, "means");
-  expect_like(Ks, "Ks", means, "means");
+  check_shape(quats, "quats", {N, 4}, "[N, 4] (N from means)");
+  check_shape(scales, "scales", {N, 3}, "[N, 3] (N from means)");
+  check_shape(opacities, "opacities", {N}, "[N] (N from means)");
+  check_shape(Ks, "Ks", {C, 3, 3}, "[C, 3, 3] (C from viewmats)");
+  check_floating(means, "means");
+  check_like(quats, "quats", means, "means");
+  check_like(scales, "scales", means, "means");
+  check_like(opacities, "opacities", means, "means");
+  check_like(viewmats, "viewmats", means, "means");
+  check_like(Ks, "Ks", means, "means");
   check_image_size(width, height);
   TORCH_CHECK_VALUE(eps2d >= 0.0, "eps2d must be >= 0, got ", eps2d);
 }
@@ -68,36 +34,36 @@ void check_project_inputs(const at::Tensor& means, const at::Tensor& quats,
 void check_project_grads(const at::Tensor& means, int64_t C, int64_t N, const at::Tensor& radii,
                          const at::Tensor& v_means2d, const at::Tensor& v_depths,
                          const at::Tensor& v_conics, const at::Tensor& v_opacities2d) {
-  expect_shape(radii, "radii", {C, N, 2}, "[C, N, 2]");
+  check_shape(radii, "radii", {C, N, 2}, "[C, N, 2]");
   TORCH_CHECK_TYPE(radii.scalar_type() == at::kInt, "radii must be int32, got ",
                    radii.scalar_type());
   TORCH_CHECK_VALUE(radii.device() == means.device(), "radii must be on the device of means (",
                     means.device(), "), got ", radii.device());
-  expect_shape(v_means2d, "v_means2d", {C, N, 2}, "[C, N, 2]");
-  expect_shape(v_depths, "v_depths", {C, N}, "[C, N]");
-  expect_shape(v_conics, "v_conics", {C, N, 3}, "[C, N, 3]");
-  expect_shape(v_opacities2d, "v_opacities2d", {C, N}, "[C, N]");
-  expect_like(v_means2d, "v_means2d", means, "means");
-  expect_like(v_depths, "v_depths", means, "means");
-  expect_like(v_conics, "v_conics", means, "means");
-  expect_like(v_opacities2d, "v_opacities2d", means, "means");
+  check_shape(v_means2d, "v_means2d", {C, N, 2}, "[C, N, 2]");
+  check_shape(v_depths, "v_depths", {C, N}, "[C, N]");
+  check_shape(v_conics, "v_conics", {C, N, 3}, "[C, N, 3]");
+  check_shape(v_opacities2d, "v_opacities2d", {C, N}, "[C, N]");
+  check_like(v_means2d, "v_means2d", means, "means");
+  check_like(v_depths, "v_depths", means, "means");
+  check_like(v_conics, "v_conics", means, "means");
+  check_like(v_opacities2d, "v_opacities2d", means, "means");
 }
 
 void check_sh_inputs(int64_t degree, const at::Tensor& dirs, const at::Tensor& coeffs) {
   TORCH_CHECK_VALUE(degree >= 0 && degree <= kMaxShDegree, "degree must be in 0..",
                     kMaxShDegree, ", got ", degree);
-  expect_shape(dirs, "dirs", {-1, -1, 3}, "[C, N, 3]");
-  expect_shape(coeffs, "coeffs", {dirs.size(1), -1, 3}, "[N, K, 3] (N from dirs)");
+  check_shape(dirs, "dirs", {-1, -1, 3}, "[C, N, 3]");
+  check_shape(coeffs, "coeffs", {dirs.size(1), -1, 3}, "[N, K, 3] (N from dirs)");
   const int64_t need = (degree + 1) * (degree + 1);
   TORCH_CHECK_VALUE(coeffs.size(1) >= need, "coeffs must have K >= (degree+1)^2 = ", need,
                     " coefficients for degree ", degree, ", got K = ", coeffs.size(1));
-  expect_floating(dirs, "dirs");
-  expect_like(coeffs, "coeffs", dirs, "dirs");
+  check_floating(dirs, "dirs");
+  check_like(coeffs, "coeffs", dirs, "dirs");
 }
 
 void check_sh_grads(const at::Tensor& dirs, const at::Tensor& v_colors) {
-  expect_shape(v_colors, "v_colors", {dirs.size(0), dirs.size(1), 3}, "[C, N, 3] (like dirs)");
-  expect_like(v_colors, "v_colors", dirs, "dirs");
+  check_shape(v_colors, "v_colors", {dirs.size(0), dirs.size(1), 3}, "[C, N, 3] (like dirs)");
+  check_like(v_colors, "v_colors", dirs, "dirs");
 }
 
 ProjectInputs prepare_project_inputs(const at::Tensor& means, const at::Tensor& quats,

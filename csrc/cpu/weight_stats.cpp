@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "gsrender/composite.h"
 #include "gsrender/weight_stats.h"
 #include "isa.h"
 #include "raster_tile.h"
@@ -34,7 +35,7 @@ void stats_tile(const RasterArgs<T>& a, int64_t cam, int tx, int ty, T tau_s, in
       T* kw = topk_w + pix * K;
       int32_t* kid = topk_ids + pix * K;
       const T px = x + T(0.5), py = y + T(0.5);
-      T tr = 1;
+      Compositor<T> comp{true};
       for (int32_t i = 0; i < n; ++i) {
         const TileGaussian<T>& g = s.gs[i];
         // outside its support box no pixel reaches α ≥ 1/255 (the packing rule)
@@ -42,10 +43,8 @@ void stats_tile(const RasterArgs<T>& a, int64_t cam, int tx, int ty, T tau_s, in
         const T alpha =
             pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
         if (alpha == T(0)) continue;
-        const T next = tr * (T(1) - alpha);
-        if (next < T(kTransmittanceMin)) break;
-        const T w = alpha * tr;
-        tr = next;
+        T w;
+        if (!comp.take(alpha, T(0), &w)) break;
         const int64_t gid = g.id - cam * a.N;
         s.wsum[gid] += w;
         if (w > s.wmax[gid]) s.wmax[gid] = w;

@@ -10,6 +10,7 @@
 // chunk, so CH > kChunk runs ceil(CH / kChunk) blocks per tile that each walk the tile's list
 // (recomputing α: the same code on the same inputs, so every chunk sees the same weights). Two
 // chunk widths are compiled: 4 (RGB + depth, the common case) and 32.
+#include "gsrender/composite.h"
 #include "gsrender/launch/rasterize.h"
 #include "raster_common.cuh"
 
@@ -30,8 +31,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   T acc[kChunk];
 #pragma unroll
   for (int c = 0; c < kChunk; ++c) acc[c] = T(0);
-  T tr = T(1);    // sorted: transmittance; weighted: Π(1 − α)
-  T wsum = T(0);  // weighted: Σ α·φ
+  Compositor<T> comp{p.sorted};
   int32_t last = run.start;
   bool done = !px.inside;
   unsigned long long evaluated = 0, useful = 0;
@@ -47,20 +47,11 @@ __global__ void __launch_bounds__(kMaxThreads)
           s.opacity[j], gaussian_sigma<T>(s.a[j], s.b[j], s.c[j], s.mx[j] - pcx, s.my[j] - pcy));
       if (alpha == T(0)) continue;
       T w;
-      if (p.sorted) {
-        const T next = tr * (T(1) - alpha);
-        if (next < T(kTransmittanceMin)) {  // 3DGS's early stop: this Gaussian is excluded
-          done = true;
-          break;
-        }
-        w = alpha * tr;
-        tr = next;
-        last = b0 + j + 1;
-      } else {
-        w = alpha * s.phi[j];
-        wsum += w;
-        tr *= T(1) - alpha;
+      if (!comp.take(alpha, s.phi[j], &w)) {  // 3DGS's early stop: this Gaussian is excluded
+        done = true;
+        break;
       }
+      if (p.sorted) last = b0 + j + 1;
       ++useful;
       const T* f = p.colors + static_cast<int64_t>(s.id[j]) * p.CH + c0;
 #pragma unroll
@@ -74,17 +65,15 @@ __global__ void __launch_bounds__(kMaxThreads)
   if (px.inside) {
     const T* bg = p.backgrounds ? p.backgrounds + run.cam * p.CH : nullptr;
     T* dst = o.render + px.pix * p.CH;
-    const T denom = wsum + p.w_bg;
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
       if (c0 + c >= p.CH) break;
-      const T b = bg ? bg[c0 + c] : T(0);
-      dst[c0 + c] = p.sorted ? acc[c] + tr * b : (acc[c] + p.w_bg * b) / denom;
+      dst[c0 + c] = comp.resolve(acc[c], bg ? bg[c0 + c] : T(0), p.w_bg);
     }
     if (blockIdx.y == 0) {
-      o.alphas[px.pix] = T(1) - tr;
+      o.alphas[px.pix] = T(1) - comp.trans;
       o.last_ids[px.pix] = p.sorted ? last : run.end;
-      o.aux[px.pix] = p.sorted ? tr : denom;
+      o.aux[px.pix] = comp.aux(p.w_bg);
     }
   }
   if (blockIdx.y == 0) {  // statistics once per tile (chunk 0)

@@ -27,29 +27,11 @@
 // The per-lane index maps and arithmetic live in gsrender/mma_bwd_fragments.h; only PTX and memory
 // traffic stay here.
 #include "gsrender/launch/rasterize.h"
-#include "gsrender/mma_bwd_fragments.h"
-#include "mma_operands.cuh"
-#include "mma_tile.cuh"
-#include "ptx.cuh"
+#include "mma_traits.cuh"
 
 namespace gsrender {
 namespace gpu {
 namespace {
-
-constexpr int kCB = mma::kBwdChannels;     // channels per batch: one k16 step of dW, two n8 of dF
-constexpr int kStride = mma::kBwdStride;   // halves per shared row: 48 bytes, no bank conflicts
-constexpr int kSubPixels = mma::kBwdRows;  // a warp's sub-tile: two m16 blocks
-
-struct WarpBuffers {
-  alignas(16) uint16_t g[kSubPixels][kStride];  // Ĝ of the batch, row 16b + r = (block b, row r)
-  alignas(16) uint16_t f[mma::kK][kStride];     // F̃ rows of the group's Gaussians
-  alignas(16) uint16_t w[kSubPixels][kStride];  // W of the group (cols 0–15), for Wᵀ
-};
-
-struct BwdShared {
-  ChunkStage cs;
-  WarpBuffers buf[kMmaWarps];
-};
 
 struct BwdArgs {
   const uint16_t* g;      // [C·H·W, CHp] Ĝ (weighted: already divided by Σw + w_bg)
@@ -60,27 +42,20 @@ struct BwdArgs {
   int64_t CHp;
 };
 
-template <bool kBf16>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
-                                         const uint32_t (&b)[2]) {
-  if constexpr (kBf16)
-    ptx::mma_m16n8k16_bf16(d, a, b, d);
-  else
-    ptx::mma_m16n8k16_f16(d, a, b, d);
-}
-
-template <bool kBf16, bool kSorted>
+template <class KT, bool kSorted>
 __global__ void __launch_bounds__(kMmaThreads, 1)
     rasterize_mma_bwd_kernel(const RasterArgs<float> p, const RasterBwdIO<float> io,
                              const BwdArgs ba) {
-  __shared__ BwdShared sh;
+  using Atom = typename KT::Prec::Atom;
+  constexpr int kCB = KT::kChannels;
+  __shared__ typename KT::Shared sh;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = mma::lane_quad(lane);
   const int gq = mma::lane_group(lane);
   const TileRun run = tile_run(p, blockIdx.x);
   const int ox = subtile_x(run, warp), oy = subtile_y(run, warp);
   const mma::DeviceQuad quad;
   const mma::DeviceWarp warp_x;
-  WarpBuffers& wb = sh.buf[warp];
+  auto& wb = sh.buf[warp];
   const uint8_t* packed = sh.cs.packed[warp];
   const float s_f = *ba.f_scale;
 
@@ -142,7 +117,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
           }
           // W rows (pixel 16b + g + 8h), columns 2t, 2t+1 | 2t+8, 2t+9, as f16x2 / bf16x2 pairs
           uint32_t* row = reinterpret_cast<uint32_t*>(wb.w[mma::w_stage_row(lane, b, h)]);
-          mma::w_stage_words<kBf16>(w[b][h], row[t], row[4 + t]);
+          mma::w_stage_words<KT::Prec::kBf16>(w[b][h], row[t], row[4 + t]);
         }
       }
 
@@ -157,7 +132,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       for (int64_t c0 = 0; c0 < ba.CHp; c0 += kCB) {
         __syncwarp();  // the previous batch's (and the W staging's) readers are done
 #pragma unroll
-        for (int q = lane; q < 2 * kSubPixels; q += 32) {  // Ĝ rows of the sub-tile's pixels
+        for (int q = lane; q < 2 * KT::kRows; q += 32) {  // Ĝ rows of the sub-tile's pixels
           const mma::SmemAt at = mma::g_stage(q);
           const int b = at.row >> 4, rr = at.row & 15;
           const int x = ox + mma::subtile_px(b, rr), y = oy + mma::subtile_py(b, rr);
@@ -187,8 +162,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
           uint32_t ga[4];  // Ĝ of block b as A (rows = pixels, k = channels)
           const mma::SmemAt at = mma::dw_a_at(lane, b);
           ptx::ldmatrix_x4(ga, &wb.g[at.row][at.col]);
-          mma16816<kBf16>(dw[b][0], ga, b0);
-          mma16816<kBf16>(dw[b][1], ga, b1);
+          Atom::fma(dw[b][0], ga, b0);
+          Atom::fma(dw[b][1], ga, b1);
         }
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {  // dF for channels c0 + 8nt .. + 7
@@ -199,7 +174,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
             const mma::SmemAt wat = mma::df_a_at(lane, b), gat = mma::df_b_at(lane, b, nt);
             ptx::ldmatrix_x4_trans(wa, &wb.w[wat.row][wat.col]);
             ptx::ldmatrix_x2_trans(gb, &wb.g[gat.row][gat.col]);
-            mma16816<kBf16>(df, wa, gb);
+            Atom::fma(df, wa, gb);
           }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {  // C element e: Gaussian column c_row, channel c_col
@@ -264,15 +239,14 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   }
 }
 
-template <bool kBf16>
+template <class KT>
 cudaError_t launch_kernel(const RasterArgs<float>& p, const RasterBwdIO<float>& io,
                           const BwdArgs& ba, int64_t n_tiles, cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>(n_tiles);
   if (p.sorted)
-    GSR_LAUNCH(static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream, rasterize_mma_bwd_kernel<kBf16, true>)(
-        p, io, ba);
+    GSR_LAUNCH(grid, kMmaThreads, 0, stream, rasterize_mma_bwd_kernel<KT, true>)(p, io, ba);
   else
-    GSR_LAUNCH(static_cast<unsigned>(n_tiles), kMmaThreads, 0, stream, rasterize_mma_bwd_kernel<kBf16, false>)(
-        p, io, ba);
+    GSR_LAUNCH(grid, kMmaThreads, 0, stream, rasterize_mma_bwd_kernel<KT, false>)(p, io, ba);
   return cudaGetLastError();
 }
 
@@ -328,11 +302,11 @@ struct BwdLayout {
   }
 };
 
-template <bool kBf16>
+template <class KT>
 cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<float>& io,
                                const BwdLayout& l, int64_t n_tiles, cudaStream_t stream) {
   namespace op = operands;
-  using Bits = op::Bits16<kBf16>;
+  using Bits = typename KT::Prec::Stored;
   // G = v_render (weighted: / (Σw + w_bg)); s_G per channel; Ĝ = G / s_G
   const op::Source g{io.v_render, l.P, p.CH, p.sorted ? nullptr : io.aux};
   GSR_LAUNCH(op::blocks(l.P), op::kThreads, 0, stream, gout_kernel)(g, io.render, l.gout);
@@ -344,7 +318,7 @@ cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<flo
   GSR_CUDA_TRY(op::absmax_scale(f, /*per_channel=*/false, l.f_scale, stream));
   GSR_CUDA_TRY(op::convert<Bits>(f, nullptr, l.f_scale, l.CHp, l.f, stream));
   const BwdArgs ba{l.g, l.f, l.g_scale, l.f_scale, l.gout, l.CHp};
-  return launch_kernel<kBf16>(p, io, ba, n_tiles, stream);
+  return launch_kernel<KT>(p, io, ba, n_tiles, stream);
 }
 
 }  // namespace
@@ -364,9 +338,10 @@ cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, int64_t impl
   if (ws.bytes < l.total) return cudaErrorInvalidValue;
   if (impl != kImplMatrixF16 && impl != kImplMatrixBF16) return cudaErrorInvalidValue;
   if (n_tiles == 0) return cudaSuccess;
+  using gpu::MmaBwdTraits;
   GSR_CUDA_TRY(impl == kImplMatrixBF16
-                   ? gpu::prepare_and_launch<true>(p, a.io, l, n_tiles, stream)
-                   : gpu::prepare_and_launch<false>(p, a.io, l, n_tiles, stream));
+                   ? gpu::prepare_and_launch<MmaBwdTraits<gpu::BF16>>(p, a.io, l, n_tiles, stream)
+                   : gpu::prepare_and_launch<MmaBwdTraits<gpu::F16>>(p, a.io, l, n_tiles, stream));
   // v_backgrounds: sorted T_final·v_render, weighted w_bg·g, summed over each camera's pixels
   if (p.backgrounds == nullptr || p.C * p.CH == 0) return cudaSuccess;
   GSR_LAUNCH(static_cast<unsigned>(p.C * p.CH), gpu::operands::kThreads, 0,

@@ -5,6 +5,7 @@
 // view-dominance flag by a plain store into [C, N] flags (every writer stores 1), and the pixel's
 // own top-K list (gsrender/weight_stats.h) in its output rows. Σw's float atomics make its last
 // bits depend on the order; everything else is exact.
+#include "gsrender/composite.h"
 #include "gsrender/launch/weight_stats.h"
 #include "gsrender/topk.h"
 #include "raster_common.cuh"
@@ -41,7 +42,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int nthreads = static_cast<int>(blockDim.x);
   T* kw = o.topk_w + px.pix * o.K;
   int32_t* kid = o.topk_ids + px.pix * o.K;
-  T tr = T(1);
+  Compositor<T> comp{true};
   bool done = !px.inside;
   for (int32_t b0 = run.start; b0 < run.end; b0 += nthreads) {
     const int n = stage_next_batch(s, p, run, b0, done);
@@ -50,13 +51,11 @@ __global__ void __launch_bounds__(kMaxThreads)
       const T alpha = pair_alpha<T>(
           s.opacity[j], gaussian_sigma<T>(s.a[j], s.b[j], s.c[j], s.mx[j] - pcx, s.my[j] - pcy));
       if (alpha == T(0)) continue;
-      const T next = tr * (T(1) - alpha);
-      if (next < T(kTransmittanceMin)) {
+      T w;
+      if (!comp.take(alpha, T(0), &w)) {
         done = true;
         break;
       }
-      const T w = alpha * tr;
-      tr = next;
       const int64_t gid = s.id[j] - run.cam * p.N;
       atomicAdd(o.wsum + gid, w);
       atomic_max_nonneg(o.wmax + gid, w);

@@ -8,9 +8,13 @@
 
 namespace gsrender {
 
-// Checks rank and the sizes that are fixed (-1 = any). Returns nothing; throws on mismatch.
-inline void check_shape(const at::Tensor& t, const char* name, std::vector<int64_t> sizes) {
+// Checks rank and the sizes that are fixed (-1 = any); throws on mismatch. `shape`, when given,
+// is the expected shape as the user reads it ("[N, 3] (N from means)"); otherwise it is spelled
+// from the sizes ("[*, 3]").
+inline void check_shape(const at::Tensor& t, const char* name, std::vector<int64_t> sizes,
+                        const char* shape = nullptr) {
   auto want = [&] {
+    if (shape) return std::string(shape);
     std::string s = "[";
     for (size_t i = 0; i < sizes.size(); ++i)
       s += (i ? ", " : "") + (sizes[i] < 0 ? std::string("*") : std::to_string(sizes[i]));
@@ -49,6 +53,15 @@ inline void check_device(const at::Tensor& t, const char* name, const at::Device
 inline void check_floating(const at::Tensor& t, const char* name) {
   TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, name,
                    " must be float32 or float64, got ", t.scalar_type());
+}
+
+// Same dtype and device as `ref` (named ref_name).
+inline void check_like(const at::Tensor& t, const char* name, const at::Tensor& ref,
+                       const char* ref_name) {
+  TORCH_CHECK_TYPE(t.scalar_type() == ref.scalar_type(), name, " must have the dtype of ",
+                   ref_name, " (", ref.scalar_type(), "), got ", t.scalar_type());
+  TORCH_CHECK_VALUE(t.device() == ref.device(), name, " must be on the device of ", ref_name,
+                    " (", ref.device(), "), got ", t.device());
 }
 
 }  // namespace gsrender

@@ -6,6 +6,7 @@
 
 #include "gsrender/alpha.h"
 #include "gsrender/common.h"
+#include "gsrender/composite.h"
 #include "gsrender/raster_args.h"
 
 namespace gsrender {
@@ -40,7 +41,8 @@ GSR_HOST_DEVICE void pixel_contributors(const RasterArgs<T>& a, int64_t cam, int
                         T tau_abs, int64_t out, const ContribOutputs<T>& o) {
   const int64_t t = (cam * a.TH + y / a.tile_size) * a.TW + x / a.tile_size;
   const T px = x + T(0.5), py = y + T(0.5);
-  T tr = 1, zprev = 0;
+  Compositor<T> comp{true};
+  T zprev = 0;
   int32_t k = 0, cluster = -1, n_render = 0;
   bool stopped = false;
   for (int32_t i = a.tile_start(t); i < a.tile_end(t); ++i) {
@@ -55,15 +57,14 @@ GSR_HOST_DEVICE void pixel_contributors(const RasterArgs<T>& a, int64_t cam, int
     if (opens && stopped) break;  // the cluster open at the stop has closed
     if (k == K) break;
     cluster += opens;
-    const T next = tr * (T(1) - alpha);
     // the renderer excludes the Gaussian that would push T below 1e-4, and everything after it
-    stopped = stopped || next < T(kTransmittanceMin);
+    stopped = stopped || comp.crosses_stop(alpha);
     const int64_t e = out * K + k;
     o.ids[e] = static_cast<int32_t>(id % a.N);
-    o.weights[e] = alpha * tr;
+    o.weights[e] = comp.advance(alpha);
     o.zs[e] = z;
     o.clusters[e] = cluster;
-    tr = next, zprev = z, ++k;
+    zprev = z, ++k;
     n_render += !stopped;
   }
   close_list(o, out, K, k, n_render);
