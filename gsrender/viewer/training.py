@@ -15,7 +15,7 @@ class TrainingView:
     def __init__(self, views, *, host: str = "127.0.0.1", port: int = 8080, refresh_s: float = 1.0):
         import importlib.util
 
-        from gsrender.viewer.cli import VIEW_EXTRA
+        from gsrender.cli.view import VIEW_EXTRA
 
         if importlib.util.find_spec("viser") is None:  # say so before training, not after a step
             raise ValueError(f"--view: the viewer needs viser; {VIEW_EXTRA}")
@@ -25,7 +25,7 @@ class TrainingView:
         self.viewer, self._pause, self._last = None, None, -float("inf")
 
     def _open(self, trainer) -> None:
-        from gsrender.viewer.cli import open_viewer
+        from gsrender.cli.view import open_viewer
 
         self.viewer = open_viewer(trainer.model(), up=up_from_cameras(self.cameras),
                                   device=trainer.device, host=self.host, port=self.port,
