@@ -1,6 +1,6 @@
 """Cameras: pinhole intrinsics, look-at poses, orbits, and camera JSON in and out.
 
-Conventions (docs/design.md §1): viewmats are world-to-camera OpenCV matrices (x right, y down,
+Conventions (docs/design.md §3): viewmats are world-to-camera OpenCV matrices (x right, y down,
 z forward); Ks are pinhole matrices with square pixels whose principal point is the image centre
 (W/2, H/2), so with pixel centres at (x + 0.5, y + 0.5) a point straight ahead lands in the middle
 of the image. The one camera record is gsrender.io.cameras.Camera (re-exported here).
