@@ -1,6 +1,6 @@
 """What the `gsrender` subcommands share: CliError, device choice, the scene loader, the render
-options (cameras: gsrender.cameras). Imports nothing of gsrender.cli, so any command (and the trainer's viewer
-hook) can import it without a cycle."""
+options (cameras: gsrender.cameras). Imports nothing of gsrender.cli, so any command (and the
+trainer's viewer hook) can import it without a cycle."""
 from __future__ import annotations
 
 import argparse
