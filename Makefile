@@ -40,9 +40,13 @@ setup: $(VENV)/.deps
 setup-test: $(VENV)/.deps-test
 
 # pip's editable install registers the `gsrender` command (GSRENDER_NO_EXT=1: without compiling
-# the extension a second time, see setup.py); build_ext rebuilds what changed.
-build: setup
-	@test -f $(VENV)/.editable || (GSRENDER_NO_EXT=1 $(PIP) --no-build-isolation --no-deps -e . && touch $(VENV)/.editable)
+# the extension a second time, see setup.py), again whenever pyproject.toml (where the command's
+# entry point is) changes; build_ext rebuilds what changed.
+$(VENV)/.editable: pyproject.toml $(VENV)/.deps
+	GSRENDER_NO_EXT=1 $(PIP) --no-build-isolation --no-deps -e .
+	touch $@
+
+build: setup $(VENV)/.editable
 	$(PY) setup.py -q build_ext --inplace
 
 demo: build

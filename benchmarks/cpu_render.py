@@ -87,10 +87,10 @@ def load_scene(name: str, cfg: dict, cache_dir: Path) -> tuple[dict, torch.Tenso
     """(tensors, viewmat [1,4,4], K at native size [1,3,3], [(label, width, height), ...]).
     The synthetic scene is cached as a .pt file (weights_only) so a subprocess need not rebuild it."""
     if name == "sample":
-        from gsrender.cli import load_cameras
+        from gsrender.cameras import load_cameras_json
         from gsrender.io import load_ply
 
-        cam = load_cameras(SAMPLE / "cameras.json")[0]
+        cam = load_cameras_json(SAMPLE / "cameras.json")[0]
         d = cfg["sample_div"]
         w, h = max(16, cam.width // d), max(16, cam.height // d)
         return (_scene_tensors(load_ply(SAMPLE / "scene.ply")), cam.viewmat[None],

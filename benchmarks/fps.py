@@ -95,7 +95,8 @@ class Scene:
             self.name, self.base = f"mipnerf360:{Path(args.mipnerf360).name}", _tensors(d["model"])
             self._cams(d["cameras"])
         elif args.scene:
-            from gsrender.cli import default_up, load_model, orbit_cameras
+            from gsrender.cameras import scene_orbit
+            from gsrender.cli.common import default_up, load_model
 
             model = load_model(args.scene)
             self.name, self.base = str(args.scene), _tensors(model)
@@ -104,8 +105,8 @@ class Scene:
 
                 self._cams(load_colmap_cameras(args.colmap))
             else:
-                self._cams(orbit_cameras(model.means, cfg["views"], 640, 480, 60.0,
-                                         default_up(Path(args.scene))))
+                self._cams(scene_orbit(model.means, cfg["views"], 640, 480, 60.0,
+                                       default_up(Path(args.scene))))
         else:
             from gsrender.synthetic import PRESETS
 

@@ -54,7 +54,7 @@ def train_model(folder: Path, out: Path, steps: int, scale: float, threads: int,
                 init_ply: Path | None = None) -> float:
     """`gsrender train` with the N_TEST held-out views excluded -> seconds. init_ply: start from
     this model instead of the SfM points (the test's shortcut to an opaque model in few steps)."""
-    from gsrender.cli import main as cli
+    from gsrender.cli.main import main as cli
 
     t0 = time.perf_counter()
     assert cli(["train", "--colmap", str(folder), "--n-test", str(N_TEST), "--steps", str(steps),
@@ -70,7 +70,7 @@ def localize_held_out(folder: Path, scene: Path, out: Path, scale: float = 1.0,
     on the held-out ones, the written images.txt compared with the COLMAP poses. Translation
     errors in SfM units and relative to the scene extent (3DGS's: 1.1 × the largest distance of
     a training camera from their mean)."""
-    from gsrender.cli import main as cli
+    from gsrender.cli.main import main as cli
     from gsrender.io import load_colmap_cameras, read_colmap_model
     from gsrender.loc import metrics as LM
     from gsrender.loc.mapfile import load_map

@@ -21,7 +21,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import env_block, median, p90
-from gsrender.cli import default_up, load_model, orbit_cameras, pick_device
+from gsrender.cameras import scene_orbit
+from gsrender.cli.common import default_up, load_model, pick_device
 from gsrender.viewer.camera import fit_size
 from gsrender.viewer.frames import FrameRenderer
 
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
     scene = Path(args.scene)
     model = load_model(scene)
     frames = FrameRenderer(model, device)
-    cams = orbit_cameras(model.means, args.frames, args.width, args.height, 60.0, default_up(scene))
+    cams = scene_orbit(model.means, args.frames, args.width, args.height, 60.0, default_up(scene))
     mw, mh = fit_size(args.width, args.height, args.moving_side)
     server = viser.ViserServer(host="127.0.0.1", port=free_port(), verbose=False)
     try:

@@ -294,12 +294,12 @@ def finish(results: dict, json_path: Path, images: Path, main_stem: str | None =
 def plant_hidden_share(path: Path) -> float:
     """Share of a trained .splat's Gaussians (upright along −y, like the shared plant) with
     near-zero Σw over 2 rings of 12 orbit views (elevations 10° and 50°) at 160x120."""
-    from gsrender.cli import orbit_cameras
+    from gsrender.cameras import scene_orbit
     from gsrender.io import load_splat
 
     model = load_splat(path)
-    cams = [c for el in (10.0, 50.0) for c in orbit_cameras(model.means, 12, 160, 120, 60.0, "-y",
-                                                            elevation_deg=el)]
+    cams = [c for el in (10.0, 50.0) for c in scene_orbit(model.means, 12, 160, 120, 60.0, "-y",
+                                                          elevation_deg=el)]
     vm = torch.stack([torch.as_tensor(c.viewmat, dtype=torch.float32) for c in cams])
     K = torch.stack([torch.as_tensor(c.K, dtype=torch.float32) for c in cams])
     return hidden_share(model, vm, K, 160, 120)

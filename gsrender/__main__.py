@@ -1,4 +1,4 @@
-"""`python -m gsrender ...` runs the `gsrender` command (gsrender.cli)."""
-from gsrender.cli import main
+"""`python -m gsrender ...` runs the `gsrender` command (gsrender.cli.main)."""
+from gsrender.cli.main import main
 
 raise SystemExit(main())

@@ -119,6 +119,9 @@ def rasterize(means2d, conics, opacities, colors, depths, backgrounds, tile_offs
               width: int, height: int, tile_size: int, mode: int, weight_params: Sequence[float],
               impl: int, deterministic: bool = False):
     """-> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32, aux [C,H,W], stats [C,3].
+    colors [C,N,CH]: every composited channel (render.py packs RGB, the depth z, then the
+    features: CH = 4 + D), so render holds them in that order. aux is what the backward needs per pixel:
+    sorted mode the final transmittance T_final, weighted mode the normaliser Σw + w_bg.
     deterministic: the backward reduces in a fixed order (bitwise-reproducible gradients)."""
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")

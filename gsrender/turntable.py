@@ -8,12 +8,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gsrender import viz
+from gsrender.cameras import scene_orbit
+from gsrender.io.paths import repo_root
+from gsrender.views import render_view, save_views
+
 CREDIT = "plant: CC-BY-4.0, Marcel Padilla (marcelpadilla/splats)"
 
 
 def plant_path() -> Path:
-    from gsrender.cli import repo_root
-
     return repo_root() / "data" / "plant" / "plant.splat"
 
 
@@ -25,13 +28,10 @@ def render_turntable(model, device: torch.device, out_dir: Path, *, frames: int 
     Returns {"frames", "size", "render_ms" (median per view), "seconds" (all of it)}."""
     import imageio.v3 as iio
 
-    from gsrender import viz
-    from gsrender.cli import orbit_cameras, render_view, save_views
-
     if frames < 1:
         raise ValueError(f"frames: must be >= 1, got {frames}")
     t_all = time.perf_counter()
-    cams = orbit_cameras(model.means, frames, size, size, fov_deg, up, elevation_deg)
+    cams = scene_orbit(model.means, frames, size, size, fov_deg, up, elevation_deg)
     out_dir.mkdir(parents=True, exist_ok=True)
     rgb, sheet, ms = [], [], []
     every = max(1, frames // sheet_views)

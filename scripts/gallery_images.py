@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     if not args.skip_plant:
         import torch
 
-        from gsrender.cli import load_model
+        from gsrender.cli.common import load_model
         from gsrender.turntable import plant_path, render_turntable
 
         tmp = ROOT / "out" / "gallery" / "plant"

@@ -16,8 +16,10 @@ if str(ROOT) not in sys.path:
 import torch
 
 from gsrender import viz
-from gsrender.cli import load_model, orbit_cameras, render_view
+from gsrender.cameras import scene_orbit
+from gsrender.cli.common import load_model
 from gsrender.turntable import plant_path
+from gsrender.views import render_view
 
 
 def main(argv=None) -> int:
@@ -34,7 +36,7 @@ def main(argv=None) -> int:
     browser = Browser(args.width, args.height)
     try:
         w, h = open_page(browser, viewer)
-        cam = orbit_cameras(model.means, 8, w, h, 45.0, "-y", 20.0)[1]
+        cam = scene_orbit(model.means, 8, w, h, 45.0, "-y", 20.0)[1]
         viewer.set_camera(cam)
         viewer.wait_frame(timeout=180, like=cam)
         with torch.no_grad():

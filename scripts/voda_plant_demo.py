@@ -56,15 +56,15 @@ def colour_masks(rgb: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, 
 def make_masks(out: Path, seed: int = 0) -> None:
     import imageio.v3 as iio
 
-    from gsrender.cli import orbit_cameras
+    from gsrender.cameras import scene_orbit
     from gsrender.io import load_splat
     from gsrender.render import rasterize
     from gsrender.synthetic import cameras_to_json
     from gsrender.viz import save_image
 
     model = load_splat(PLANT)
-    cams = [c for el in (10.0, 40.0) for c in orbit_cameras(model.means, 6, W, H, 50.0, "-y",
-                                                            elevation_deg=el)]
+    cams = [c for el in (10.0, 40.0) for c in scene_orbit(model.means, 6, W, H, 50.0, "-y",
+                                                          elevation_deg=el)]
     names = [f"{c.name}_el{el}" for el, c in zip([10] * 6 + [40] * 6, cams)]
     vm = torch.stack([c.viewmat for c in cams])
     K = torch.stack([c.K for c in cams])

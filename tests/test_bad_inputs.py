@@ -2,8 +2,8 @@
 message names the offending argument (docs/design.md §8), never crash, and degenerate-but-valid scenes
 (no Gaussians, huge or off-screen Gaussians) render.
 
-Known defects are pinned by xfail(strict=True) tests whose reason says what is wrong; a crash is
-reproduced in a subprocess so it cannot take pytest down.
+Input that once crashed a kernel (last_ids outside its tile run in the raw backward) is run in a
+subprocess, so a regression to a crash fails that test instead of taking pytest down.
 """
 from __future__ import annotations
 

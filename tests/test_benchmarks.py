@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gsrender.cli import main
+from gsrender.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"

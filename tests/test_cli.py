@@ -12,8 +12,11 @@ import pytest
 import torch
 
 from gsrender import viz
-from gsrender.cli import OPS, main, orbit_cameras, sample_dir
+from gsrender.cameras import scene_orbit
+from gsrender.cli.common import OPS
+from gsrender.cli.main import main
 from gsrender.io import save_ply, write_colmap_text
+from gsrender.io.paths import sample_dir
 from gsrender.scene import GaussianModel, rgb_to_sh
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +126,7 @@ def test_render_cameras_json_with_extras(tmp_path):
     model = _tiny_model()
     model.features = torch.rand(model.num_gaussians, 5)
     save_ply(ply, model)
-    cams = orbit_cameras(model.means, 3, 40, 30, 60.0, "+z")
+    cams = scene_orbit(model.means, 3, 40, 30, 60.0, "+z")
     frames = [{"name": c.name, "width": c.width, "height": c.height, "K": c.K.tolist(),
                "viewmat_w2c_opencv": c.viewmat.tolist()} for c in cams]
     (tmp_path / "cams.json").write_text(json.dumps(frames))
@@ -140,7 +143,7 @@ def test_render_colmap_resized(tmp_path):
     ply = tmp_path / "tiny.ply"
     model = _tiny_model()
     save_ply(ply, model)
-    write_colmap_text(tmp_path / "sparse", orbit_cameras(model.means, 3, 80, 60, 60.0, "+z"))
+    write_colmap_text(tmp_path / "sparse", scene_orbit(model.means, 3, 80, 60, 60.0, "+z"))
     out = tmp_path / "r"
     rc = main(["render", "--scene", str(ply), "--colmap", str(tmp_path / "sparse"), "--width", "40",
                "--what", "rgb,alpha", "--out", str(out), "--no-progress"])
@@ -153,7 +156,7 @@ def test_render_colmap_resized(tmp_path):
 def test_orbit_cameras_look_at_the_centre():
     means = torch.randn(500, 3, generator=torch.Generator().manual_seed(1)) + torch.tensor([3.0, -1.0, 2.0])
     for up in ("+z", "-y"):
-        cams = orbit_cameras(means, 4, 80, 60, 50.0, up)
+        cams = scene_orbit(means, 4, 80, 60, 50.0, up)
         centre = means.median(0).values
         for c in cams:
             p = c.viewmat[:3, :3] @ centre + c.viewmat[:3, 3]  # camera coordinates of the centre

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gsrender import _C
-from gsrender.cli import info_dict, main
+from gsrender.cli.info import info_dict
+from gsrender.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ("avx512", "avx2", "baseline")  # best first

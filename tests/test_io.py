@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from gsrender.cameras import load_cameras_json
 from gsrender.io import (
     Camera,
-    load_cameras_json,
     load_colmap_cameras,
     load_colmap_points,
     load_mipnerf360_scene,

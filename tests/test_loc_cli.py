@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from gsrender.cli import main
+from gsrender.cli.main import main
 from gsrender.io import save_ply
 from gsrender.scene import GaussianModel, rgb_to_sh
 

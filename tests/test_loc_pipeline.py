@@ -191,7 +191,7 @@ def test_cli_query_with_intrinsics_only_writes_colmap_poses(tmp_path):
     pytest.importorskip("cv2")
     import imageio.v3 as iio
 
-    from gsrender.cli import main
+    from gsrender.cli.main import main
     from gsrender.io import read_colmap_model, save_ply
 
     smap, vms, Ks, qvm, render, (Wi, Hi) = _floor_scene()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gsrender import cli
+from gsrender.cli.main import main as cli_main
 from gsrender.io.ply import load_ply, save_ply
 from gsrender.train import (
     DensifyConfig,
@@ -213,7 +213,7 @@ def test_train_command_writes_outputs(tmp_path, capsys):
     assert load_ply(out / "point_cloud.ply").num_gaussians == rep["gaussians_final"]
     assert "held-out PSNR" in capsys.readouterr().out
     # `gsrender train` is the same command; a missing scene is a clean error
-    assert cli.main(["train", "--colmap", str(tmp_path / "nowhere"), "--no-progress",
+    assert cli_main(["train", "--colmap", str(tmp_path / "nowhere"), "--no-progress",
                      "--out", str(tmp_path / "x")]) == 1
     assert "no COLMAP model" in capsys.readouterr().err
 

@@ -12,11 +12,14 @@ import pytest
 import torch
 
 from gsrender import viz
-from gsrender.cli import load_cameras, main, orbit_cameras, render_view, sample_dir
+from gsrender.cameras import load_cameras_json, scene_orbit
+from gsrender.cli.main import main
 from gsrender.io import load_ply
+from gsrender.io.paths import sample_dir
 from gsrender.viewer.camera import camera_from_viser, fit_size, up_from_cameras
 from gsrender.viewer.frames import FAR_DEPTH, FrameRenderer, available_modes, label_palette
 from gsrender.viewer.progressive import FULL, LOW, Progressive
+from gsrender.views import render_view
 
 SAMPLE = sample_dir() / "scene.ply"
 needs_sample = pytest.mark.skipif(not SAMPLE.is_file(), reason="data/sample is missing")
@@ -53,8 +56,8 @@ def test_viser_pose_inverts_camera_from_viser():
     pytest.importorskip("viser")
     from gsrender.viewer.camera import viser_pose
 
-    cam = orbit_cameras(torch.randn(500, 3, generator=torch.Generator().manual_seed(0)), 5, 160, 120,
-                        70.0, "-y")[3]
+    cam = scene_orbit(torch.randn(500, 3, generator=torch.Generator().manual_seed(0)), 5, 160, 120,
+                      70.0, "-y")[3]
     wxyz, pos, fov_y, aspect = viser_pose(cam)
     back = camera_from_viser(wxyz, pos, fov_y, 160, 120)
     assert aspect == pytest.approx(160 / 120)
@@ -78,7 +81,7 @@ def test_fit_size_keeps_aspect_and_caps_the_long_side():
 def test_up_from_cameras_is_the_cameras_up():
     means = torch.randn(300, 3, generator=torch.Generator().manual_seed(1))
     for up in ("+z", "-y", "+x"):
-        assert up_from_cameras(orbit_cameras(means, 6, 64, 48, 60.0, up, 25.0)) == up
+        assert up_from_cameras(scene_orbit(means, 6, 64, 48, 60.0, up, 25.0)) == up
 
 
 # ---------------------------------------------------------------------------------- progressive
@@ -123,7 +126,7 @@ def test_frame_modes_on_the_labelled_sample():
     model = load_ply(SAMPLE)
     fr = FrameRenderer(model, torch.device("cpu"))
     assert fr.modes == ["rgb", "depth", "alpha", "features", "labels"]
-    cam = load_cameras(sample_dir() / "cameras.json")[0].resized(160, 120)  # sees every object
+    cam = load_cameras_json(sample_dir() / "cameras.json")[0].resized(160, 120)  # sees every object
     ref = render_view(model, cam, torch.device("cpu"))
     rgb = fr.render(cam, "rgb")
     np.testing.assert_array_equal(rgb.image, viz.to_uint8(ref.colors[0]))
@@ -199,7 +202,7 @@ def test_view_command_serves_until_interrupted(tmp_path):
 
     model = _tiny_model()
     save_ply(tmp_path / "tiny.ply", model)
-    write_colmap_text(tmp_path / "sparse", orbit_cameras(model.means, 3, 80, 60, 60.0, "+z"))
+    write_colmap_text(tmp_path / "sparse", scene_orbit(model.means, 3, 80, 60, 60.0, "+z"))
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gsrender", "view", str(tmp_path / "tiny.ply"),
                              "--colmap", str(tmp_path / "sparse"), "--port", str(port)],
@@ -232,7 +235,7 @@ def test_viewer_shows_cameras_as_frustums():
     from gsrender.viewer.browser import free_port
 
     model = _tiny_model()
-    cams = orbit_cameras(model.means, 4, 80, 60, 60.0, "+z")
+    cams = scene_orbit(model.means, 4, 80, 60, 60.0, "+z")
     v = Viewer(model, port=free_port(), cameras=cams)
     try:
         assert len(v.frustums) == 4

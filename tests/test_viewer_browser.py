@@ -10,10 +10,12 @@ import pytest
 import torch
 
 from gsrender import viz
-from gsrender.cli import load_model, orbit_cameras, render_view
+from gsrender.cameras import scene_orbit
+from gsrender.cli.common import load_model
 from gsrender.turntable import plant_path
 from gsrender.viewer.browser import find_chromium
 from gsrender.viewer.browser import psnr as _psnr
+from gsrender.views import render_view
 
 pytest.importorskip("viser")
 pytestmark = [
@@ -33,7 +35,7 @@ def test_viewer_page_shows_the_plant_like_an_offline_render(tmp_path):
     try:
         w, h = open_page(browser, viewer)
         assert 100 < w <= 1024 and 100 < h <= 1024  # within max_side: the full frame is canvas-sized
-        cams = orbit_cameras(model.means, 8, w, h, 50.0, "-y", 20.0)
+        cams = scene_orbit(model.means, 8, w, h, 50.0, "-y", 20.0)
         cam, other = cams[1], cams[3]
         with torch.no_grad():
             offline, wrong = (viz.to_uint8(render_view(model, c, torch.device("cpu"), features=False).colors[0])

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from gsrender.cli import main as cli_main
+from gsrender.cli.main import main as cli_main
 from gsrender.voda import metrics
 from gsrender.voda import removal3d as R
 from gsrender.voda.baselines import DistillBaseline, IdentityBaseline, confident, keep_member

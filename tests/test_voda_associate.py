@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from gsrender.cli import main as cli_main
+from gsrender.cli.main import main as cli_main
 from gsrender.voda import removal3d as R
 from gsrender.voda.associate import associate_masks
 

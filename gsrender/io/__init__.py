@@ -1,4 +1,4 @@
-"""File IO: 3DGS PLY and .splat scenes, COLMAP models, Mip-NeRF 360 folders, camera JSON."""
+"""File IO: 3DGS PLY and .splat scenes, COLMAP models, Mip-NeRF 360 folders (camera JSON: gsrender.cameras)."""
 from gsrender.io.cameras import Camera, stack_cameras
 from gsrender.io.colmap import (
     load_colmap_cameras,
@@ -7,7 +7,6 @@ from gsrender.io.colmap import (
     write_colmap_binary,
     write_colmap_text,
 )
-from gsrender.io.json_cameras import load_cameras_json
 from gsrender.io.mipnerf360 import load_mipnerf360_scene
 from gsrender.io.paths import safe_join
 from gsrender.io.ply import load_ply, save_ply
@@ -15,7 +14,6 @@ from gsrender.io.splat import load_splat, save_splat
 
 __all__ = [
     "Camera",
-    "load_cameras_json",
     "load_colmap_cameras",
     "load_colmap_points",
     "load_mipnerf360_scene",

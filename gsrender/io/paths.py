@@ -26,3 +26,13 @@ def safe_join(root: str | Path, name: str, what: str = "path") -> Path:
     if out_res != root_res and not out_res.is_relative_to(root_res):
         raise ValueError(f"{what}: file name {name!r} resolves outside {root} (to {out_res})")
     return out
+
+
+def repo_root() -> Path:
+    """The source checkout holding this package (data/, benchmarks/ live there, not installed)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def sample_dir() -> Path:
+    """The bundled sample scene: scene.ply + cameras.json (scripts/make_sample_scene.py)."""
+    return repo_root() / "data" / "sample"

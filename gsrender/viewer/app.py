@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gsrender.cameras import scene_orbit
 from gsrender.io.cameras import Camera
 from gsrender.scene import GaussianModel
 from gsrender.viewer.camera import camera_from_viser, fit_size, viser_pose
@@ -86,9 +87,7 @@ class Viewer:
 
     def _initial_camera(self, model: GaussianModel, up: str) -> None:
         """Looking at the scene from an orbit camera's place (the one `gsrender render` uses)."""
-        from gsrender.cli import orbit_cameras
-
-        cam = orbit_cameras(model.means, 1, 640, 480, 60.0, up)[0]
+        cam = scene_orbit(model.means, 1, 640, 480, 60.0, up)[0]
         _, eye, fov_y, _ = viser_pose(cam)
         self._centre = model.means.detach().cpu().double().median(dim=0).values.numpy()
         ic = self.server.initial_camera

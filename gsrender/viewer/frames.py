@@ -14,6 +14,7 @@ from gsrender import viz
 from gsrender.io.cameras import Camera
 from gsrender.render import MAX_FEATURES
 from gsrender.scene import GaussianModel
+from gsrender.views import render_view
 
 MODES = {"rgb": "RGB", "depth": "expected depth", "alpha": "alpha", "features": "features (PCA)",
          "labels": "labels (object ids)"}
@@ -69,8 +70,6 @@ class FrameRenderer:
             self.modes = available_modes(model)
 
     def render(self, cam: Camera, mode: str) -> Frame:
-        from gsrender.cli import render_view
-
         with self._lock:
             model, labels, pca = self.model, self._labels, self._pca
         if mode not in self.modes:

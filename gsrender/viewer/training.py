@@ -1,8 +1,10 @@
 """`gsrender train --view`: the viewer follows the model being trained."""
 from __future__ import annotations
 
+import importlib.util
 import time
 
+from gsrender.cli.view import VIEW_EXTRA, open_viewer
 from gsrender.io.cameras import Camera
 from gsrender.viewer.camera import up_from_cameras
 
@@ -13,10 +15,6 @@ class TrainingView:
     parameters; its "pause training" box holds the loop between steps."""
 
     def __init__(self, views, *, host: str = "127.0.0.1", port: int = 8080, refresh_s: float = 1.0):
-        import importlib.util
-
-        from gsrender.viewer.cli import VIEW_EXTRA
-
         if importlib.util.find_spec("viser") is None:  # say so before training, not after a step
             raise ValueError(f"--view: the viewer needs viser; {VIEW_EXTRA}")
         self.cameras = [Camera(name=v.name, width=v.width, height=v.height, K=v.K.cpu(),
@@ -25,8 +23,6 @@ class TrainingView:
         self.viewer, self._pause, self._last = None, None, -float("inf")
 
     def _open(self, trainer) -> None:
-        from gsrender.viewer.cli import open_viewer
-
         self.viewer = open_viewer(trainer.model(), up=up_from_cameras(self.cameras),
                                   device=trainer.device, host=self.host, port=self.port,
                                   cameras=self.cameras, title="gsrender train")

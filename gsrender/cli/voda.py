@@ -99,8 +99,8 @@ def read_masks(folder, names, sizes, ignore: int):
 
 
 def _user_scene(args):
+    from gsrender.cameras import load_cameras_json
     from gsrender.io import load_colmap_cameras, load_ply, load_splat
-    from gsrender.synthetic import cameras_from_json
 
     if not ((args.cameras_json or args.colmap) and args.labels):
         raise ValueError("--scene needs --colmap or --cameras-json, and --masks")
@@ -108,13 +108,12 @@ def _user_scene(args):
     model = load_splat(path) if path.suffix.lower() == ".splat" else load_ply(path)
     if args.colmap:
         cams = load_colmap_cameras(_colmap_dir(Path(args.colmap)))
-        names = [c.name for c in cams]
-        vm = torch.stack([c.viewmat for c in cams])
-        K = torch.stack([c.K for c in cams])
-        sizes = [(c.width, c.height) for c in cams]
-    else:
-        vm, K, W, H, names = cameras_from_json(args.cameras_json)
-        sizes = [(W, H)] * len(names)
+    else:  # either camera-JSON layout, as every command reads it
+        cams = load_cameras_json(args.cameras_json)
+    names = [c.name for c in cams]
+    vm = torch.stack([c.viewmat for c in cams])
+    K = torch.stack([c.K for c in cams])
+    sizes = [(c.width, c.height) for c in cams]
     labels, scale = read_masks(args.labels, names, sizes, args.ignore)
     K = K.clone()
     for c, (sx, sy) in enumerate(scale):  # cameras at the masks' resolution
@@ -218,7 +217,7 @@ def cmd_voda(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:  # for `python -m gsrender.voda.cli`
+def main(argv=None) -> int:  # for `python -m gsrender.cli.voda`
     p = argparse.ArgumentParser(prog="gsrender")
     add_parser(p.add_subparsers(dest="command", required=True))
     args = p.parse_args(argv)

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
+from gsrender.cameras import load_cameras_json
+from gsrender.cli.common import CliError, load_model
+
 METHODS = ("splitgs", "no_split", "no_select", "no_consistency", "plain")
 
 
-def add_loc_parser(sub) -> None:
+def add_parser(sub) -> None:
     """Registers the `loc` subcommand on gsrender's subparsers."""
     loc = sub.add_parser("loc", help="SplitGS-Loc: build a localization map, localize images")
     lsub = loc.add_subparsers(dest="loc_command", required=True, metavar="{build,query}")
@@ -61,7 +64,6 @@ def _load(args, query: bool) -> tuple[list, list]:
     import cv2
     import imageio.v3 as iio
 
-    from gsrender.cli import CliError, load_cameras
     from gsrender.io import load_colmap_cameras
     from gsrender.loc import datasets as D
 
@@ -69,7 +71,7 @@ def _load(args, query: bool) -> tuple[list, list]:
     try:
         if args.colmap or args.cameras_json:
             cams = (load_colmap_cameras(args.colmap, args.images) if args.colmap
-                    else load_cameras(args.cameras_json))
+                    else load_cameras_json(args.cameras_json))
             base = Path(args.images) if args.images else None
             recs = [D.LocImage(c.name, base / c.name if base else c.image_path,
                                c.K.double().numpy(), c.width, c.height,
@@ -96,7 +98,6 @@ def _load(args, query: bool) -> tuple[list, list]:
 def cmd_build(args) -> int:
     import torch
 
-    from gsrender.cli import CliError, load_model
     from gsrender.loc import pipeline as P
     from gsrender.loc.features import SiftExtractor
     from gsrender.loc.mapfile import save_map

@@ -1,14 +1,17 @@
 """`gsrender view SCENE.(ply|splat) [--colmap DIR] [--host H] [--port P]`."""
 from __future__ import annotations
 
+from pathlib import Path
+
+from gsrender.cameras import UP_AXES
+from gsrender.cli.common import CliError, default_up, load_model, pick_device
+from gsrender.io import load_colmap_cameras
 from gsrender.render import MODES as RASTER_MODES
 
 VIEW_EXTRA = "pip install 'gsrender[view]' (or: pip install viser)"
 
 
 def add_parser(sub) -> None:
-    from gsrender.cli import UP_AXES
-
     v = sub.add_parser("view", help="interactive browser viewer of a .ply/.splat scene (viser)")
     v.add_argument("scene", metavar="SCENE", help="scene file (.ply INRIA layout or .splat)")
     v.add_argument("--colmap", metavar="SPARSE_DIR", help="show these COLMAP cameras as frustums")
@@ -26,10 +29,6 @@ def add_parser(sub) -> None:
 
 def open_viewer(model, *, scene_path=None, up: str = "auto", **kw):
     """A Viewer, or a CliError saying how to install viser when it is missing."""
-    from pathlib import Path
-
-    from gsrender.cli import CliError, default_up
-
     try:
         from gsrender.viewer.app import Viewer
     except ImportError as e:
@@ -40,16 +39,12 @@ def open_viewer(model, *, scene_path=None, up: str = "auto", **kw):
 
 
 def cmd_view(args) -> int:
-    from gsrender.cli import CliError, load_model, pick_device
-
     if not 1 <= args.port <= 65535:
         raise CliError(f"--port: must be in 1..65535, got {args.port}")
     device = pick_device(args.backend)
     model = load_model(args.scene)
     cameras = None
     if args.colmap:
-        from gsrender.io import load_colmap_cameras
-
         cameras = load_colmap_cameras(args.colmap)
     viewer = open_viewer(model, scene_path=args.scene, up=args.up, device=device, host=args.host,
                          port=args.port, cameras=cameras, raster_mode=args.mode,
