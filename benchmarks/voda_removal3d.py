@@ -78,7 +78,15 @@ EXTRA = {"plant": (("isolated",), METHODS),
          "shells": (("touching", "thin", "isolated", "occluding"), METHODS)}
 EXTRA_SWEEPS = {"opacity": ("opacity", ((0.5, 0.7), (0.7, 0.9), (0.9, 0.99)))}
 EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
-LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS)}
+# The third run (issue #16's remaining gaps; same frozen defaults, sizes and seeds): every
+# method on the `surface` objects (identity ± VODA come from the first run with --resume), and
+# the undecimated plant (all 113,648 Gaussians, ~8x the decimated one's cost) on the first
+# evaluation seeds with --n-seeds, beside the decimated plant of the second run on the same
+# seeds (same yaw and placement) to measure what decimation changes.
+SURFACE = {"surface": (("isolated",), METHODS)}
+PLANT_FULL = {"plant_full": (("isolated",), ("identity", "identity+voda", "vote"))}
+LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS),
+           "surface": (SURFACE, {}, ()), "plant_full": (PLANT_FULL, {}, ())}
 
 
 class Scene:
@@ -191,8 +199,9 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
     torch.manual_seed(0)
     params0 = R.SceneParams()
     layout, sweeps, sweep_methods = LAYOUTS[args.layout]
+    seeds = EVAL_SEEDS[:args.n_seeds] if args.n_seeds else EVAL_SEEDS
     main_cells = [] if args.sweeps else [(st, sp, sd) for st, (splits, _) in layout.items()
-                                         for sp in splits for sd in EVAL_SEEDS]
+                                         for sp in splits for sd in seeds]
     sweep_cells = []  # seed-major within a sweep: the K_max points share one scene per seed
     for name, (field, values) in sweeps.items():
         if args.sweeps and name not in args.sweeps:
@@ -216,7 +225,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
             hidden[key] = current[key].hidden
         return current[key]
 
-    results: dict = {"env": env_block(), "protocol": PROTOCOL, "eval_seeds": EVAL_SEEDS,
+    results: dict = {"env": env_block(), "protocol": PROTOCOL, "eval_seeds": seeds,
                      "tuning_seeds": TUNING_SEEDS, "sweep_seeds": SWEEP_SEEDS,
                      "voda_config": asdict(cfg), "scene_params": asdict(params0),
                      "plant_hidden_share": R.PLANT_HIDDEN_SHARE, "layout": layout, "sweep_grid": sweeps,
@@ -322,8 +331,12 @@ def main(argv=None) -> int:
                     help="print the hidden share of a trained .splat (default: the shared plant)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--layout", choices=tuple(LAYOUTS), default="main",
-                    help="--protocol: the first run's tables and sweeps (main) or the second's "
-                         "(extra: composite plant scene, touching / thin, distill, opacity)")
+                    help="--protocol: the first run's tables and sweeps (main), the second's "
+                         "(extra: composite plant scene, touching / thin, distill, opacity) or "
+                         "the third's (surface: every method on `surface`; plant_full: the "
+                         "undecimated plant)")
+    ap.add_argument("--n-seeds", type=int, default=None,
+                    help="--protocol: only the first N evaluation seeds (a subset run)")
     ap.add_argument("--sweeps", nargs="+", default=None, choices=(*SWEEPS, *EXTRA_SWEEPS),
                     help="--protocol: run only these sweeps (no main tables)")
     ap.add_argument("--resume", type=Path, default=None,
@@ -364,6 +377,8 @@ def main(argv=None) -> int:
             ap.error("--finish needs --json")
         finish(json.loads(args.finish.read_text()), args.json, args.images, args.main_plot)
         return 0
+    if args.n_seeds is not None and not 1 <= args.n_seeds <= len(EVAL_SEEDS):
+        ap.error(f"--n-seeds must be in [1, {len(EVAL_SEEDS)}], got {args.n_seeds}")
     if args.protocol:  # the frozen defaults, whatever the flags say
         args.json = args.json or Path("benchmarks/results/voda_protocol.json")
         return run_protocol(args, dict(PROTOCOL), VodaConfig())
