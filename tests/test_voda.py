@@ -400,3 +400,25 @@ def test_cli_voda_colmap_masks_ignore_click(tmp_path):
     # the click lands on the background / outside the image: a clear error, exit code 1
     assert cli_main([*base, "--click", "im1", "0", "0"]) == 1
     assert cli_main([*base, "--click", "nope", "1", "1"]) == 1
+
+
+def test_report_compares_two_structures_on_common_seeds():
+    """voda_report.compare (decimated vs undecimated plant): means over the seeds both runs
+    hold, the paired per-seed difference and each run's paired VODA gain."""
+    from benchmarks.voda_report import compare
+
+    keys = ("nrde", "recall_q1", "iter_ms")
+    row = lambda seed, a, b: {"seed": seed, "hidden_share": 0.1,
+                              "identity": dict.fromkeys(keys, a),
+                              "identity+voda": dict.fromkeys(keys, b)}
+    a = {"main": {"plant": {"isolated": [row(1000, 0.8, 0.5), row(1001, 0.6, 0.5),
+                                         row(1002, 9.0, 9.0)]}}}
+    b = {"main": {"plant_full": {"isolated": [row(1000, 0.9, 0.5), row(1001, 0.9, 0.6)]}}}
+    text = compare(a, "plant", b, "plant_full")
+    assert "seeds 1000, 1001;" in text  # 1002 is in one run only
+    ident = next(ln for ln in text.splitlines() if ln.startswith("| identity |"))
+    assert "| 0.700 ± " in ident and "| 0.900 ± 0.000 |" in ident and "| 0.200 ± " in ident
+    gain = text.splitlines()[-1]  # VODA gain: plant −0.2 ± ..., plant_full −0.35 ± ...
+    assert gain.startswith("| identity+voda | -0.200 ± ") and "| -0.350 ± " in gain
+    with pytest.raises(ValueError, match="no seed"):
+        compare(a, "plant", {"main": {"plant_full": {"isolated": [row(7, 0, 0)]}}}, "plant_full")
