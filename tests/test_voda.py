@@ -422,3 +422,35 @@ def test_report_compares_two_structures_on_common_seeds():
     assert gain.startswith("| identity+voda | -0.200 ± ") and "| -0.350 ± " in gain
     with pytest.raises(ValueError, match="no seed"):
         compare(a, "plant", {"main": {"plant_full": {"isolated": [row(7, 0, 0)]}}}, "plant_full")
+
+
+def test_cli_voda_views_without_masks(tmp_path):
+    """--missing-masks skip: an image without a mask PNG (an error by default) is left out of
+    the training (an all-unlabelled view would only waste iterations) and still rendered, so a
+    removal can be checked on views the masks never covered."""
+    import imageio.v3 as iio
+    import numpy as np
+
+    from gsrender.io import Camera, load_ply, save_ply, write_colmap_text
+
+    model, _, _, W, H = _object_scene()
+    vm, K = R.S.orbit_cameras(4, 2.0, 0.5, width=W, height_px=H, fov_deg=45.0)
+    labels, _ = R.instance_masks(model, 1, vm, K, W, H)
+    save_ply(tmp_path / "scene.ply", model)
+    write_colmap_text(tmp_path / "sparse" / "0", [
+        Camera(name=f"im{i}.jpg", width=W, height=H, K=K[i], viewmat=vm[i])
+        for i in range(vm.shape[0])])
+    (tmp_path / "masks").mkdir()
+    for i, lab in enumerate(labels):
+        if i != 2:  # im2 has no mask
+            iio.imwrite(tmp_path / "masks" / f"im{i}.png", lab.numpy().astype(np.uint8))
+    out = tmp_path / "out"
+    base = ["voda", "--scene", str(tmp_path / "scene.ply"), "--colmap", str(tmp_path),
+            "--masks", str(tmp_path / "masks"), "--iters", "30", "--no-voda", "--out", str(out)]
+    assert cli_main(base) == 1  # by default a missing mask is an error
+    assert cli_main([*base, "--missing-masks", "skip"]) == 0
+    rep = json.loads((out / "metrics.json").read_text())
+    assert rep["not_trained_on"] == ["im2.jpg"]
+    assert rep["selected"] > 0.5 * model.num_gaussians
+    assert bool(torch.isfinite(load_ply(out / "labelled.ply").features).all())
+    assert (out / "extracted" / "view_002.png").exists()
