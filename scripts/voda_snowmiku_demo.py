@@ -19,7 +19,10 @@ points) carrying a 1 for in-box points; a pixel is the object where the in-box s
 splats' weight is > 0.5 (holes of the sparse cloud closed with a 4-px closing and a hole fill),
 a 2-px band along the object's border is the ignore value 255, everything else background 0 (the
 wall, which SfM barely reconstructed, included). Each photo gives the object a random id in
-1..20, so the ids must be associated across views (--associate)."""
+1..20, so the ids must be associated across views (--associate). Every 8th photo (the views
+`gsrender train --hold 8` held out) gets no mask: its box mask goes to masks_heldout/ for the
+figure only, and `gsrender voda --missing-masks skip` renders that view without training on
+it, so the removal is also shown where no mask was given."""
 from __future__ import annotations
 
 import argparse
@@ -41,6 +44,7 @@ IGNORE = 255
 # (front, side, up) ranges in the camera-derived frame (see the docstring), scene units
 BOX = ((-1.2, 1.8), (-1.3, 1.8), (-1.15, 2.2))
 CLOSE_PX, BAND_PX = 4, 2
+HOLD = 8        # every 8th photo (sorted by name) has no mask given to voda, as in `train --hold 8`
 
 
 def box_frame(viewmats: torch.Tensor):
@@ -124,15 +128,17 @@ def make_masks(out: Path, preview: bool, seed: int = 0) -> None:
     obj = erode(dilate(obj, CLOSE_PX), CLOSE_PX)
     obj = torch.stack([_fill_holes(o) for o in obj])
     band = dilate(obj, BAND_PX) & ~erode(obj, BAND_PX)
-    (out / "masks").mkdir(parents=True, exist_ok=True)
+    for sub in ("masks", "masks_heldout"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
     click = None
     for c, nm in enumerate(names):
         m = np.zeros((H, W), np.uint8)
         m[obj[c].numpy()] = int(torch.randint(1, 21, (1,), generator=gen))
         m[band[c].numpy()] = IGNORE
-        iio.imwrite(out / "masks" / f"{Path(nm).stem}.png", m)
-        if click is None:  # the click: the middle pixel of the object's mask in the first photo
+        held = c % HOLD == 0
+        iio.imwrite(out / ("masks_heldout" if held else "masks") / f"{Path(nm).stem}.png", m)
+        if click is None and not held:  # the click: the mask's middle pixel in the 1st photo
             ys, xs = np.nonzero((m > 0) & (m != IGNORE))
             j = np.argsort(ys)[len(ys) // 2]
             click = (Path(nm).stem, int(xs[j]), int(ys[j]))
@@ -149,8 +155,8 @@ def make_masks(out: Path, preview: bool, seed: int = 0) -> None:
     print(f"{int(inside.sum())} of {len(xyz)} SfM points in the box; object share of the mask "
           f"pixels {float(obj.float().mean()):.3f}")
     cmd = (f"gsrender voda --scene out/miku_train/point_cloud.ply --colmap {os.path.relpath(DATA)} "
-           f"--masks {out}/masks --ignore {IGNORE} --associate --click {click[0]} {click[1]} "
-           f"{click[2]} --iters 150 --out {out}/run")
+           f"--masks {out}/masks --missing-masks skip --ignore {IGNORE} --associate --click "
+           f"{click[0]} {click[1]} {click[2]} --iters 150 --out {out}/run")
     (out / "command.txt").write_text(cmd + "\n")
     print(cmd)
 
@@ -169,7 +175,7 @@ def figure(out: Path, images: Path, scene: Path) -> Path:
     names, vm, K, W, H = _cameras()
     rep = json.loads((out / "run" / "metrics.json").read_text())
     model = load_ply(scene)
-    pick = [0, 4, 9]
+    pick = [0, 8, 4]  # the two held-out photos (no mask given) and a training one
     with torch.no_grad():
         full = rasterize(model.means, model.quats, model.scales, model.opacities, model.sh,
                          vm[pick], K[pick], W, H, sh_degree=model.sh_degree).colors.clamp(0, 1)
@@ -178,9 +184,12 @@ def figure(out: Path, images: Path, scene: Path) -> Path:
         img = torch.from_numpy(iio.imread(DATA / "images" / names[i])).float().permute(2, 0, 1)
         return F.interpolate(img[None] / 255, size=(H, W), mode="area")[0].permute(1, 2, 0)
 
+    def mask(i):
+        sub = "masks_heldout" if i % HOLD == 0 else "masks"
+        return _mask_rgb(iio.imread(out / sub / f"{Path(names[i]).stem}.png"))
+
     cols = (("photo", lambda r, i: photo(i).numpy()),
-            ("box mask (colour = id in that photo)",
-             lambda r, i: _mask_rgb(iio.imread(out / "masks" / f"{Path(names[i]).stem}.png"))),
+            ("box mask (colour = id; held out: not given)", lambda r, i: mask(i)),
             ("trained 3DGS", lambda r, i: full[r].numpy()),
             ("object removed", lambda r, i: iio.imread(out / "run" / "removed" / f"view_{i:03d}.png")),
             ("object extracted",
@@ -195,6 +204,8 @@ def figure(out: Path, images: Path, scene: Path) -> Path:
             ax.set_yticks([])
             if r == 0:
                 ax.set_title(title, fontsize=8)
+            if c == 0:
+                ax.set_ylabel("held out" if i % HOLD == 0 else "masked", fontsize=8)
     fig.suptitle(f"gsrender voda --colmap on snowmiku_small (real photos; noname0310, MIT): "
                  f"{rep['baseline']}{'+VODA' if rep['voda'] else ''}, {rep['selected']} of "
                  f"{rep['n_gaussians']} Gaussians selected", fontsize=8)
