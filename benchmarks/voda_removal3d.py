@@ -83,7 +83,7 @@ EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda",
 # the undecimated plant (all 113,648 Gaussians, ~8x the decimated one's cost) on the first
 # evaluation seeds with --n-seeds, beside the decimated plant of the second run on the same
 # seeds (same yaw and placement) to measure what decimation changes.
-SURFACE = {"surface": (("isolated",), METHODS)}
+SURFACE = {"surface": (("isolated", "occluding", "touching", "thin"), METHODS)}
 PLANT_FULL = {"plant_full": (("isolated",), ("identity", "identity+voda", "vote"))}
 LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS),
            "surface": (SURFACE, {}, ()), "plant_full": (PLANT_FULL, {}, ())}
