@@ -83,10 +83,15 @@ EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda",
 # the undecimated plant (all 113,648 Gaussians, ~8x the decimated one's cost) on the first
 # evaluation seeds with --n-seeds, beside the decimated plant of the second run on the same
 # seeds (same yaw and placement) to measure what decimation changes.
+# ... and the sweeps (size, K_max, camera distance, shell count) with the strongest baseline,
+# grouping ± VODA, beside identity ± VODA and vote (whose rows come from the first run's sweep
+# JSONs with --resume).
+SWEEPS_GROUPING = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
 SURFACE = {"surface": (("isolated", "occluding", "touching", "thin"), METHODS)}
 PLANT_FULL = {"plant_full": (("isolated",), ("identity", "identity+voda", "vote"))}
 LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS),
-           "surface": (SURFACE, {}, ()), "plant_full": (PLANT_FULL, {}, ())}
+           "surface": (SURFACE, {}, ()), "plant_full": (PLANT_FULL, {}, ()),
+           "sweeps_grouping": ({}, SWEEPS, SWEEPS_GROUPING)}
 
 
 class Scene:
@@ -232,15 +237,26 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
                      "main": {}, "sweeps": {}}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     partial = args.json.with_suffix(".partial.json")
-    for st, per_split in (json.loads(args.resume.read_text())["main"] if args.resume
-                          else {}).items():  # finished rows of an earlier run of this protocol
-        for sp, rows in per_split.items():
+    for path in args.resume or ():  # finished rows of earlier runs of this protocol
+        old = json.loads(path.read_text())
+        for st, per_split in old["main"].items():
+            for sp, rows in per_split.items():
+                for r in rows:
+                    p = replace(params0, structure=st)
+                    hidden[(sp, r["seed"], p)] = r["hidden_share"]
+                    for m in METHODS:
+                        if m in r:
+                            memo[(sp, r["seed"], p, m, cfg.K_max)] = r[m]
+        for name, rows in old.get("sweeps", {}).items():  # sweep points (same keys as below)
+            field = old["sweep_grid"][name][0]
             for r in rows:
-                p = replace(params0, structure=st)
-                hidden[(sp, r["seed"], p)] = r["hidden_share"]
+                v = tuple(r["value"]) if isinstance(r["value"], list) else r["value"]
+                p = params0 if field == "K_max" else replace(params0, **{field: v})
+                hidden[("isolated", r["seed"], p)] = r["hidden_share"]
                 for m in METHODS:
                     if m in r:
-                        memo[(sp, r["seed"], p, m, cfg.K_max)] = r[m]
+                        k = v if field == "K_max" and m.endswith("+voda") else cfg.K_max
+                        memo[("isolated", r["seed"], p, m, k)] = r[m]
     t0 = time.perf_counter()
     for st, sp, sd in main_cells:
         p = replace(params0, structure=st)
@@ -339,8 +355,9 @@ def main(argv=None) -> int:
                     help="--protocol: only the first N evaluation seeds (a subset run)")
     ap.add_argument("--sweeps", nargs="+", default=None, choices=(*SWEEPS, *EXTRA_SWEEPS),
                     help="--protocol: run only these sweeps (no main tables)")
-    ap.add_argument("--resume", type=Path, default=None,
-                    help="--protocol: reuse the finished main-table rows of this (partial) JSON")
+    ap.add_argument("--resume", type=Path, nargs="+", default=None,
+                    help="--protocol: reuse the finished rows (main tables and sweep points) of "
+                         "these (partial) JSONs")
     ap.add_argument("--finish", type=Path, default=None, metavar="PARTIAL",
                     help="summarise the rows of a stopped --protocol run's .partial.json into "
                          "--json (tables, plots; --main-plot STEM also plots the main tables)")
