@@ -165,12 +165,10 @@ def figure(out: Path, images: Path, scene: Path) -> Path:
     """Photo / mask (colour = id in that photo) / trained render / removed / extracted, 3 views."""
     import imageio.v3 as iio
     import torch.nn.functional as F
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     from gsrender.io import load_ply
     from gsrender.render import rasterize
-    from scripts.voda_plant_demo import _mask_rgb
+    from scripts.voda_plant_demo import _mask_rgb, image_grid
 
     names, vm, K, W, H = _cameras()
     rep = json.loads((out / "run" / "metrics.json").read_text())
@@ -188,32 +186,18 @@ def figure(out: Path, images: Path, scene: Path) -> Path:
         sub = "masks_heldout" if i % HOLD == 0 else "masks"
         return _mask_rgb(iio.imread(out / sub / f"{Path(names[i]).stem}.png"))
 
-    cols = (("photo", lambda r, i: photo(i).numpy()),
-            ("box mask (colour = id; held out: not given)", lambda r, i: mask(i)),
-            ("trained 3DGS", lambda r, i: full[r].numpy()),
-            ("object removed", lambda r, i: iio.imread(out / "run" / "removed" / f"view_{i:03d}.png")),
-            ("object extracted",
-             lambda r, i: iio.imread(out / "run" / "extracted" / f"view_{i:03d}.png")))
-    fig = Figure(figsize=(10, 1.6 * len(pick) + 0.4))
-    FigureCanvasAgg(fig)
-    for r, i in enumerate(pick):
-        for c, (title, load) in enumerate(cols):
-            ax = fig.add_subplot(len(pick), len(cols), r * len(cols) + c + 1)
-            ax.imshow(load(r, i), interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if r == 0:
-                ax.set_title(title, fontsize=8)
-            if c == 0:
-                ax.set_ylabel("held out" if i % HOLD == 0 else "masked", fontsize=8)
-    fig.suptitle(f"gsrender voda --colmap on snowmiku_small (real photos; noname0310, MIT): "
-                 f"{rep['baseline']}{'+VODA' if rep['voda'] else ''}, {rep['selected']} of "
-                 f"{rep['n_gaussians']} Gaussians selected", fontsize=8)
-    fig.tight_layout()
-    images.mkdir(parents=True, exist_ok=True)
-    path = images / "voda_snowmiku_removal.png"
-    fig.savefig(path, dpi=100)
-    print(f"wrote {path}")
+    run = lambda r, part: iio.imread(out / "run" / part / f"view_{pick[r]:03d}.png")
+    cols = (("photo", lambda r: photo(pick[r]).numpy()),
+            ("box mask (colour = id; held out: not given)", lambda r: mask(pick[r])),
+            ("trained 3DGS", lambda r: full[r].numpy()),
+            ("object removed", lambda r: run(r, "removed")),
+            ("object extracted", lambda r: run(r, "extracted")))
+    path = image_grid(cols, len(pick),
+                      f"gsrender voda --colmap on snowmiku_small (real photos; noname0310, MIT): "
+                      f"{rep['baseline']}{'+VODA' if rep['voda'] else ''}, {rep['selected']} of "
+                      f"{rep['n_gaussians']} Gaussians selected",
+                      images / "voda_snowmiku_removal.png", (10, 1.6 * len(pick) + 0.4), 100,
+                      ["held out" if i % HOLD == 0 else "masked" for i in pick])
     return path
 
 
