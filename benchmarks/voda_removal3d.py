@@ -9,6 +9,8 @@ voting; VODA does not apply). Three modes:
     python benchmarks/voda_removal3d.py --measure-plant             # PLANT_HIDDEN_SHARE
     python benchmarks/voda_removal3d.py --protocol --layout extra --resume FIRST.json   # 2nd run
     python benchmarks/voda_removal3d.py --finish RUN.partial.json --json RUN.json      # stopped run
+    python benchmarks/voda_removal3d.py --protocol --layout surface|plant_full|sweeps_grouping \
+        [--n-seeds N] [--resume EARLIER.json ...]                                   # 3rd run
 
 --quick and plain runs write {"<method>": {"baseline": M, "voda": M}} ("vote": {"baseline": M})
 with --json, each M holding the means over all splits of rde, nrde, collateral, gaussian_iou,
