@@ -8,7 +8,8 @@ Masks: one PNG per image, named <image stem>.png (0 background; --ignore marks u
 pixels), either associated across views (the same integer id for the same object in every view)
 or, with --associate, per-view instance masks numbered independently in each view (SAM style),
 which voda.associate matches across views through the Gaussians first. A mask at another
-resolution than its camera rescales that camera."""
+resolution than its camera rescales that camera. With --missing-masks skip, images without a
+mask are rendered but not trained on."""
 from __future__ import annotations
 
 import argparse
