@@ -91,9 +91,13 @@ EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda",
 SWEEPS_GROUPING = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
 SURFACE = {"surface": (("isolated", "occluding", "touching", "thin"), METHODS)}
 PLANT_FULL = {"plant_full": (("isolated",), ("identity", "identity+voda", "vote"))}
+# distill ± VODA (the best VODA variant on the decimated plant) on the undecimated one, added
+# last on the first 3 evaluation seeds (--n-seeds 3) as the time allowed
+PLANT_FULL_DISTILL = {"plant_full": (("isolated",), ("distill", "distill+voda"))}
 LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS),
            "surface": (SURFACE, {}, ()), "plant_full": (PLANT_FULL, {}, ()),
-           "sweeps_grouping": ({}, SWEEPS, SWEEPS_GROUPING)}
+           "sweeps_grouping": ({}, SWEEPS, SWEEPS_GROUPING),
+           "plant_full_distill": (PLANT_FULL_DISTILL, {}, ())}
 
 
 class Scene:
