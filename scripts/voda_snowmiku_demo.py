@@ -196,7 +196,7 @@ def figure(out: Path, images: Path, scene: Path) -> Path:
                       f"gsrender voda --colmap on snowmiku_small (real photos; noname0310, MIT): "
                       f"{rep['baseline']}{'+VODA' if rep['voda'] else ''}, {rep['selected']} of "
                       f"{rep['n_gaussians']} Gaussians selected",
-                      images / "voda_snowmiku_removal.png", (10, 1.6 * len(pick) + 0.4), 100,
+                      images / "voda_snowmiku_removal.png", (10, 1.6 * len(pick) + 0.4), 85,
                       ["held out" if i % HOLD == 0 else "masked" for i in pick])
     return path
 
