@@ -9,6 +9,8 @@ voting; VODA does not apply). Three modes:
     python benchmarks/voda_removal3d.py --measure-plant             # PLANT_HIDDEN_SHARE
     python benchmarks/voda_removal3d.py --protocol --layout extra --resume FIRST.json   # 2nd run
     python benchmarks/voda_removal3d.py --finish RUN.partial.json --json RUN.json      # stopped run
+    python benchmarks/voda_removal3d.py --protocol --layout surface|plant_full|sweeps_grouping \
+        [--n-seeds N] [--resume EARLIER.json ...]                                   # 3rd run
 
 --quick and plain runs write {"<method>": {"baseline": M, "voda": M}} ("vote": {"baseline": M})
 with --json, each M holding the means over all splits of rde, nrde, collateral, gaussian_iou,
@@ -78,7 +80,24 @@ EXTRA = {"plant": (("isolated",), METHODS),
          "shells": (("touching", "thin", "isolated", "occluding"), METHODS)}
 EXTRA_SWEEPS = {"opacity": ("opacity", ((0.5, 0.7), (0.7, 0.9), (0.9, 0.99)))}
 EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
-LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS)}
+# The third run (issue #16's remaining gaps; same frozen defaults, sizes and seeds): every
+# method on the `surface` objects (identity ± VODA come from the first run with --resume), and
+# the undecimated plant (all 113,648 Gaussians, ~8x the decimated one's cost) on the first
+# evaluation seeds with --n-seeds, beside the decimated plant of the second run on the same
+# seeds (same yaw and placement) to measure what decimation changes.
+# ... and the sweeps (size, K_max, camera distance, shell count) with the strongest baseline,
+# grouping ± VODA, beside identity ± VODA and vote (whose rows come from the first run's sweep
+# JSONs with --resume).
+SWEEPS_GROUPING = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
+SURFACE = {"surface": (("isolated", "occluding", "touching", "thin"), METHODS)}
+PLANT_FULL = {"plant_full": (("isolated",), ("identity", "identity+voda", "vote"))}
+# distill ± VODA (the best VODA variant on the decimated plant) on the undecimated one, added
+# last on the first 3 evaluation seeds (--n-seeds 3) as the time allowed
+PLANT_FULL_DISTILL = {"plant_full": (("isolated",), ("distill", "distill+voda"))}
+LAYOUTS = {"main": (MAIN, SWEEPS, SWEEP_METHODS), "extra": (EXTRA, EXTRA_SWEEPS, EXTRA_SWEEP_METHODS),
+           "surface": (SURFACE, {}, ()), "plant_full": (PLANT_FULL, {}, ()),
+           "sweeps_grouping": ({}, SWEEPS, SWEEPS_GROUPING),
+           "plant_full_distill": (PLANT_FULL_DISTILL, {}, ())}
 
 
 class Scene:
@@ -191,8 +210,9 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
     torch.manual_seed(0)
     params0 = R.SceneParams()
     layout, sweeps, sweep_methods = LAYOUTS[args.layout]
+    seeds = EVAL_SEEDS[:args.n_seeds] if args.n_seeds else EVAL_SEEDS
     main_cells = [] if args.sweeps else [(st, sp, sd) for st, (splits, _) in layout.items()
-                                         for sp in splits for sd in EVAL_SEEDS]
+                                         for sp in splits for sd in seeds]
     sweep_cells = []  # seed-major within a sweep: the K_max points share one scene per seed
     for name, (field, values) in sweeps.items():
         if args.sweeps and name not in args.sweeps:
@@ -216,22 +236,33 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
             hidden[key] = current[key].hidden
         return current[key]
 
-    results: dict = {"env": env_block(), "protocol": PROTOCOL, "eval_seeds": EVAL_SEEDS,
+    results: dict = {"env": env_block(), "protocol": PROTOCOL, "eval_seeds": seeds,
                      "tuning_seeds": TUNING_SEEDS, "sweep_seeds": SWEEP_SEEDS,
                      "voda_config": asdict(cfg), "scene_params": asdict(params0),
                      "plant_hidden_share": R.PLANT_HIDDEN_SHARE, "layout": layout, "sweep_grid": sweeps,
                      "main": {}, "sweeps": {}}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     partial = args.json.with_suffix(".partial.json")
-    for st, per_split in (json.loads(args.resume.read_text())["main"] if args.resume
-                          else {}).items():  # finished rows of an earlier run of this protocol
-        for sp, rows in per_split.items():
+    for path in args.resume or ():  # finished rows of earlier runs of this protocol
+        old = json.loads(path.read_text())
+        for st, per_split in old["main"].items():
+            for sp, rows in per_split.items():
+                for r in rows:
+                    p = replace(params0, structure=st)
+                    hidden[(sp, r["seed"], p)] = r["hidden_share"]
+                    for m in METHODS:
+                        if m in r:
+                            memo[(sp, r["seed"], p, m, cfg.K_max)] = r[m]
+        for name, rows in old.get("sweeps", {}).items():  # sweep points (same keys as below)
+            field = old["sweep_grid"][name][0]
             for r in rows:
-                p = replace(params0, structure=st)
-                hidden[(sp, r["seed"], p)] = r["hidden_share"]
+                v = tuple(r["value"]) if isinstance(r["value"], list) else r["value"]
+                p = params0 if field == "K_max" else replace(params0, **{field: v})
+                hidden[("isolated", r["seed"], p)] = r["hidden_share"]
                 for m in METHODS:
                     if m in r:
-                        memo[(sp, r["seed"], p, m, cfg.K_max)] = r[m]
+                        k = v if field == "K_max" and m.endswith("+voda") else cfg.K_max
+                        memo[("isolated", r["seed"], p, m, k)] = r[m]
     t0 = time.perf_counter()
     for st, sp, sd in main_cells:
         p = replace(params0, structure=st)
@@ -322,12 +353,17 @@ def main(argv=None) -> int:
                     help="print the hidden share of a trained .splat (default: the shared plant)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--layout", choices=tuple(LAYOUTS), default="main",
-                    help="--protocol: the first run's tables and sweeps (main) or the second's "
-                         "(extra: composite plant scene, touching / thin, distill, opacity)")
+                    help="--protocol: the first run's tables and sweeps (main), the second's "
+                         "(extra: composite plant scene, touching / thin, distill, opacity) or "
+                         "the third's (surface: every method on `surface`; plant_full: the "
+                         "undecimated plant)")
+    ap.add_argument("--n-seeds", type=int, default=None,
+                    help="--protocol: only the first N evaluation seeds (a subset run)")
     ap.add_argument("--sweeps", nargs="+", default=None, choices=(*SWEEPS, *EXTRA_SWEEPS),
                     help="--protocol: run only these sweeps (no main tables)")
-    ap.add_argument("--resume", type=Path, default=None,
-                    help="--protocol: reuse the finished main-table rows of this (partial) JSON")
+    ap.add_argument("--resume", type=Path, nargs="+", default=None,
+                    help="--protocol: reuse the finished rows (main tables and sweep points) of "
+                         "these (partial) JSONs")
     ap.add_argument("--finish", type=Path, default=None, metavar="PARTIAL",
                     help="summarise the rows of a stopped --protocol run's .partial.json into "
                          "--json (tables, plots; --main-plot STEM also plots the main tables)")
@@ -364,6 +400,8 @@ def main(argv=None) -> int:
             ap.error("--finish needs --json")
         finish(json.loads(args.finish.read_text()), args.json, args.images, args.main_plot)
         return 0
+    if args.n_seeds is not None and not 1 <= args.n_seeds <= len(EVAL_SEEDS):
+        ap.error(f"--n-seeds must be in [1, {len(EVAL_SEEDS)}], got {args.n_seeds}")
     if args.protocol:  # the frozen defaults, whatever the flags say
         args.json = args.json or Path("benchmarks/results/voda_protocol.json")
         return run_protocol(args, dict(PROTOCOL), VodaConfig())

@@ -5,6 +5,11 @@
 prints the markdown tables (also written next to the JSON as .md) and writes
 <images>/voda_sweep_<name>.png (nRDE and lowest-quartile recall against the swept value, every
 method beside the others, error bars the 95 % intervals over the sweep seeds).
+
+    python benchmarks/voda_report.py A.json --compare plant B.json plant_full
+
+prints the paired comparison of two structures on their common seeds (the decimated and the
+undecimated plant).
 """
 from __future__ import annotations
 
@@ -141,13 +146,56 @@ def write_report(results: dict, images: Path, md_path: Path | None = None,
     return text
 
 
+def compare(a: dict, st_a: str, b: dict, st_b: str, split: str = "isolated") -> str:
+    """Markdown: per method both runs hold, the nRDE / recall Q1 of structure st_a (run a) and
+    st_b (run b) on the seeds both have, and the paired per-seed difference b − a (mean ± 95 %
+    interval); also the paired VODA gain of each, to show whether st_a stands in for st_b."""
+    from benchmarks.common import mean_ci95
+
+    ra = {r["seed"]: r for r in a["main"][st_a][split]}
+    rb = {r["seed"]: r for r in b["main"][st_b][split]}
+    seeds = sorted(set(ra) & set(rb))
+    if not seeds:
+        raise ValueError(f"compare: no seed in both {st_a} and {st_b}")
+    methods = [m for m in rb[seeds[0]] if isinstance(rb[seeds[0]][m], dict) and m in ra[seeds[0]]]
+    hid = [(ra[s]["hidden_share"], rb[s]["hidden_share"]) for s in seeds]
+    out = [f"{st_a} → {st_b}, split {split}, seeds {', '.join(map(str, seeds))}; hidden share of "
+           f"the object {_fmt(mean_ci95([h[0] for h in hid]), 3)} → "
+           f"{_fmt(mean_ci95([h[1] for h in hid]), 3)}", "",
+           f"| method | nRDE {st_a} | nRDE {st_b} | paired Δ ({st_b} − {st_a}) | recall Q1 {st_a} | "
+           f"recall Q1 {st_b} | iter ms {st_a} | iter ms {st_b} |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    col = lambda rows, m, k: mean_ci95([rows[s][m][k] for s in seeds])
+    for m in methods:
+        d = mean_ci95([rb[s][m]["nrde"] - ra[s][m]["nrde"] for s in seeds])
+        out.append(f"| {m} | {_fmt(col(ra, m, 'nrde'))} | {_fmt(col(rb, m, 'nrde'))} | {_fmt(d)} | "
+                   f"{_fmt(col(ra, m, 'recall_q1'), 2)} | {_fmt(col(rb, m, 'recall_q1'), 2)} | "
+                   f"{_fmt(col(ra, m, 'iter_ms'), 0)} | {_fmt(col(rb, m, 'iter_ms'), 0)} |")
+    out += ["", f"| paired VODA gain in nRDE (VODA − same baseline) | {st_a} | {st_b} |",
+            "|---|---:|---:|"]
+    for m in methods:
+        base = m.removesuffix("+voda")
+        if m.endswith("+voda") and base in methods:
+            g = [mean_ci95([r[s][m]["nrde"] - r[s][base]["nrde"] for s in seeds]) for r in (ra, rb)]
+            out.append(f"| {m} | {_fmt(g[0])} | {_fmt(g[1])} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", type=Path)
+    ap.add_argument("--compare", nargs=3, metavar=("STRUCTURE", "OTHER_JSON", "OTHER_STRUCTURE"),
+                    default=None, help="print the paired comparison of STRUCTURE in json with "
+                                       "OTHER_STRUCTURE in OTHER_JSON on their common seeds")
     ap.add_argument("--images", type=Path, default=Path("docs/images"))
     ap.add_argument("--main-plot", default=None, metavar="STEM",
                     help="also plot the main tables as <images>/<STEM>_<structure>.png")
     args = ap.parse_args(argv)
+    if args.compare:
+        st, other, st_other = args.compare
+        print(compare(json.loads(args.json.read_text()), st,
+                      json.loads(Path(other).read_text()), st_other))
+        return 0
     write_report(json.loads(args.json.read_text()), args.images, args.json.with_suffix(".md"),
                  args.main_plot)
     return 0

@@ -107,40 +107,51 @@ def _mask_rgb(m: np.ndarray) -> np.ndarray:
     return rgb
 
 
+def image_grid(cols, n_rows: int, title: str, path: Path, figsize, dpi: int,
+               row_labels=None) -> Path:
+    """A PNG of n_rows x len(cols) images: cols = [(column title, load(row) -> image)]."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    for r in range(n_rows):
+        for c, (head, load) in enumerate(cols):
+            ax = fig.add_subplot(n_rows, len(cols), r * len(cols) + c + 1)
+            ax.imshow(load(r), interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(head, fontsize=8)
+            if c == 0 and row_labels:
+                ax.set_ylabel(row_labels[r], fontsize=8)
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    print(f"wrote {path}")
+    return path
+
+
 def figure(out: Path, images: Path) -> Path:
     """Original / mask (view 0 ids) / removed / extracted for 3 views."""
     import imageio.v3 as iio
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     names = [c["name"] for c in json.loads((out / "cameras.json").read_text())]
     rep = json.loads((out / "run" / "metrics.json").read_text())
     pick = [0, 3, 8]
-    fig = Figure(figsize=(8, 2.0 * len(pick) + 0.4))
-    FigureCanvasAgg(fig)
-    cols = (("original render", lambda nm, i: iio.imread(out / "views" / f"{nm}.png")),
+    nm = lambda r: names[pick[r]]
+    run = lambda r, part: iio.imread(out / "run" / part / f"view_{pick[r]:03d}.png")
+    cols = (("original render", lambda r: iio.imread(out / "views" / f"{nm(r)}.png")),
             ("user's mask (colour = id in that view)",
-             lambda nm, i: _mask_rgb(iio.imread(out / "masks" / f"{nm}.png"))),
-            ("pot removed", lambda nm, i: iio.imread(out / "run" / "removed" / f"view_{i:03d}.png")),
-            ("pot extracted",
-             lambda nm, i: iio.imread(out / "run" / "extracted" / f"view_{i:03d}.png")))
-    for r, i in enumerate(pick):
-        for c, (title, load) in enumerate(cols):
-            ax = fig.add_subplot(len(pick), len(cols), r * len(cols) + c + 1)
-            img = load(names[i], i)
-            ax.imshow(img, interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if r == 0:
-                ax.set_title(title, fontsize=8)
-    fig.suptitle(f"gsrender voda on plant.splat (Marcel Padilla, CC-BY-4.0): {rep['baseline']}"
-                 f"{'+VODA' if rep['voda'] else ''}, {rep['selected']} of {rep['n_gaussians']} "
-                 "Gaussians selected", fontsize=8)
-    fig.tight_layout()
-    images.mkdir(parents=True, exist_ok=True)
-    path = images / "voda_plant_removal.png"
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+             lambda r: _mask_rgb(iio.imread(out / "masks" / f"{nm(r)}.png"))),
+            ("pot removed", lambda r: run(r, "removed")),
+            ("pot extracted", lambda r: run(r, "extracted")))
+    path = image_grid(cols, len(pick),
+                      f"gsrender voda on plant.splat (Marcel Padilla, CC-BY-4.0): {rep['baseline']}"
+                      f"{'+VODA' if rep['voda'] else ''}, {rep['selected']} of "
+                      f"{rep['n_gaussians']} Gaussians selected",
+                      images / "voda_plant_removal.png", (8, 2.0 * len(pick) + 0.4), 110)
     return path
 
 

@@ -400,3 +400,57 @@ def test_cli_voda_colmap_masks_ignore_click(tmp_path):
     # the click lands on the background / outside the image: a clear error, exit code 1
     assert cli_main([*base, "--click", "im1", "0", "0"]) == 1
     assert cli_main([*base, "--click", "nope", "1", "1"]) == 1
+
+
+def test_report_compares_two_structures_on_common_seeds():
+    """voda_report.compare (decimated vs undecimated plant): means over the seeds both runs
+    hold, the paired per-seed difference and each run's paired VODA gain."""
+    from benchmarks.voda_report import compare
+
+    keys = ("nrde", "recall_q1", "iter_ms")
+    row = lambda seed, a, b: {"seed": seed, "hidden_share": 0.1,
+                              "identity": dict.fromkeys(keys, a),
+                              "identity+voda": dict.fromkeys(keys, b)}
+    a = {"main": {"plant": {"isolated": [row(1000, 0.8, 0.5), row(1001, 0.6, 0.5),
+                                         row(1002, 9.0, 9.0)]}}}
+    b = {"main": {"plant_full": {"isolated": [row(1000, 0.9, 0.5), row(1001, 0.9, 0.6)]}}}
+    text = compare(a, "plant", b, "plant_full")
+    assert "seeds 1000, 1001;" in text  # 1002 is in one run only
+    ident = next(ln for ln in text.splitlines() if ln.startswith("| identity |"))
+    assert "| 0.700 ± " in ident and "| 0.900 ± 0.000 |" in ident and "| 0.200 ± " in ident
+    gain = text.splitlines()[-1]  # VODA gain: plant −0.2 ± ..., plant_full −0.35 ± ...
+    assert gain.startswith("| identity+voda | -0.200 ± ") and "| -0.350 ± " in gain
+    with pytest.raises(ValueError, match="no seed"):
+        compare(a, "plant", {"main": {"plant_full": {"isolated": [row(7, 0, 0)]}}}, "plant_full")
+
+
+def test_cli_voda_views_without_masks(tmp_path):
+    """--missing-masks skip: an image without a mask PNG (an error by default) is left out of
+    the training (an all-unlabelled view would only waste iterations) and still rendered, so a
+    removal can be checked on views the masks never covered."""
+    import imageio.v3 as iio
+    import numpy as np
+
+    from gsrender.io import Camera, load_ply, save_ply, write_colmap_text
+
+    model, _, _, W, H = _object_scene()
+    vm, K = R.S.orbit_cameras(4, 2.0, 0.5, width=W, height_px=H, fov_deg=45.0)
+    labels, _ = R.instance_masks(model, 1, vm, K, W, H)
+    save_ply(tmp_path / "scene.ply", model)
+    write_colmap_text(tmp_path / "sparse" / "0", [
+        Camera(name=f"im{i}.jpg", width=W, height=H, K=K[i], viewmat=vm[i])
+        for i in range(vm.shape[0])])
+    (tmp_path / "masks").mkdir()
+    for i, lab in enumerate(labels):
+        if i != 2:  # im2 has no mask
+            iio.imwrite(tmp_path / "masks" / f"im{i}.png", lab.numpy().astype(np.uint8))
+    out = tmp_path / "out"
+    base = ["voda", "--scene", str(tmp_path / "scene.ply"), "--colmap", str(tmp_path),
+            "--masks", str(tmp_path / "masks"), "--iters", "30", "--no-voda", "--out", str(out)]
+    assert cli_main(base) == 1  # by default a missing mask is an error
+    assert cli_main([*base, "--missing-masks", "skip"]) == 0
+    rep = json.loads((out / "metrics.json").read_text())
+    assert rep["not_trained_on"] == ["im2.jpg"]
+    assert rep["selected"] > 0.5 * model.num_gaussians
+    assert bool(torch.isfinite(load_ply(out / "labelled.ply").features).all())
+    assert (out / "extracted" / "view_002.png").exists()

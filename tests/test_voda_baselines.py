@@ -156,3 +156,20 @@ def test_composite_plant_scene():
     model, n = R.make_scene_model("isolated", 1000, n_floor=200, n_walls=100,
                                   params=R.SceneParams(structure="plant"))
     assert n == 1 and int((model.object_ids == 1).sum()) == PLANT_GAUSSIANS
+
+
+@pytest.mark.skipif(not PLANT.exists(), reason="../shared/data is absent")
+def test_undecimated_plant_has_the_decimated_ones_pose():
+    """plant_full (every Gaussian) and the decimated plant of one seed share yaw and placement,
+    so the two can be compared scene by scene: the kept Gaussians sit where the full model has
+    them (up to the 1st/99th-percentile fit, a few mm at 0.7 m)."""
+    from gsrender.voda.composite import plant_object
+
+    full = plant_object((0.0, 0.0, 0.01), 1, seed=1001, n=None)
+    dec = plant_object((0.0, 0.0, 0.01), 1, seed=1001, n=3000)
+    perm = torch.randperm(full.num_gaussians, generator=torch.Generator().manual_seed(1001))
+    err = (full.means[perm[:3000]] - dec.means).norm(dim=-1)
+    assert float(err.median()) < 0.01
+    model, n = R.make_scene_model("isolated", 1001, n_floor=50, n_walls=50,
+                                  params=R.SceneParams(structure="plant_full"))
+    assert n == 1 and int((model.object_ids == 1).sum()) == full.num_gaussians

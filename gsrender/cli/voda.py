@@ -8,7 +8,8 @@ Masks: one PNG per image, named <image stem>.png (0 background; --ignore marks u
 pixels), either associated across views (the same integer id for the same object in every view)
 or, with --associate, per-view instance masks numbered independently in each view (SAM style),
 which voda.associate matches across views through the Gaussians first. A mask at another
-resolution than its camera rescales that camera."""
+resolution than its camera rescales that camera. With --missing-masks skip, images without a
+mask are rendered but not trained on."""
 from __future__ import annotations
 
 import argparse
@@ -40,6 +41,9 @@ def add_parser(sub) -> None:
     v.add_argument("--associate", action="store_true",
                    help="--masks are per-view instance masks with independent ids: associate "
                         "them across views through the Gaussians (voda.associate) first")
+    v.add_argument("--missing-masks", choices=("error", "skip"), default="error",
+                   help="an image without a mask: an error (default), or skip: not trained on, "
+                        "still rendered (e.g. views held out to check the removal)")
     v.add_argument("--ignore", type=int, default=255,
                    help="mask value of unlabelled pixels (default 255; -1 for none)")
     v.add_argument("--click", nargs=3, metavar=("VIEW", "X", "Y"), default=None,
@@ -69,9 +73,10 @@ def _colmap_dir(path: Path) -> Path:
                      f"{path}/sparse")
 
 
-def read_masks(folder, names, sizes, ignore: int):
+def read_masks(folder, names, sizes, ignore: int, skip_missing: bool = False):
     """[C,H,W] long masks (-1 where the PNG holds `ignore`) of the images `names` and the
-    per-view scale (sx, sy) of each mask against its camera size (W, H) in `sizes`."""
+    per-view scale (sx, sy) of each mask against its camera size (W, H) in `sizes`. With
+    skip_missing an image without a mask gets an all -1 (unlabelled) one at the others' size."""
     import imageio.v3 as iio
 
     from gsrender.io import safe_join
@@ -80,7 +85,12 @@ def read_masks(folder, names, sizes, ignore: int):
     for nm, (W, H) in zip(names, sizes):
         path = safe_join(folder, f"{Path(nm).stem}.png", "masks")
         if not path.exists():
-            raise ValueError(f"--masks: no mask {path.name} for image {nm!r} in {folder}")
+            if skip_missing:
+                out.append(None)
+                scale.append(None)
+                continue
+            raise ValueError(f"--masks: no mask {path.name} for image {nm!r} in {folder} "
+                             "(--missing-masks skip to leave it out of the training)")
         img = np.asarray(iio.imread(path))
         if img.ndim == 3:
             img = img[..., 0]
@@ -93,8 +103,16 @@ def read_masks(folder, names, sizes, ignore: int):
             lab[lab == ignore] = -1
         out.append(lab)
         scale.append((w / W, h / H))
-    if len({m.shape for m in out}) != 1:
+    found = [c for c, m in enumerate(out) if m is not None]
+    if not found:
+        raise ValueError(f"--masks: no mask in {folder} for any of the {len(names)} images")
+    if len({out[c].shape for c in found}) != 1:
         raise ValueError("--masks: all masks must have the same size")
+    ref = found[0]  # a skipped image: the size and scale of the first mask (cameras share a size)
+    for c, m in enumerate(out):
+        if m is None:
+            out[c] = torch.full_like(out[ref], -1)
+            scale[c] = (out[ref].shape[1] / sizes[c][0], out[ref].shape[0] / sizes[c][1])
     return torch.stack(out), scale
 
 
@@ -114,7 +132,8 @@ def _user_scene(args):
     vm = torch.stack([c.viewmat for c in cams])
     K = torch.stack([c.K for c in cams])
     sizes = [(c.width, c.height) for c in cams]
-    labels, scale = read_masks(args.labels, names, sizes, args.ignore)
+    labels, scale = read_masks(args.labels, names, sizes, args.ignore,
+                               skip_missing=args.missing_masks == "skip")
     K = K.clone()
     for c, (sx, sy) in enumerate(scale):  # cameras at the masks' resolution
         K[c, 0] *= sx
@@ -185,10 +204,14 @@ def cmd_voda(args) -> int:
         n_classes = sc.n_objects + 1
     if not 1 <= args.object < n_classes:
         raise ValueError(f"--object must be in [1, {n_classes - 1}], got {args.object}")
+    # views without a labelled pixel (--missing-masks skip) are rendered but not trained on
+    train = torch.nonzero((labels >= 0).flatten(1).any(1)).flatten()
+    if len(train) == 0:
+        raise ValueError("--masks: no labelled pixel in any view (all ignored)")
     if args.baseline == "vote":
         b, res, use_voda = VotingBaseline(model.means, labels, vm, K, n_classes), None, False
     else:
-        views = frozen_views(model, vm, K, W, H, labels, cfg)
+        views = frozen_views(model, vm[train], K[train], W, H, labels[train], cfg)
         b = make_baseline(args.baseline, model.means, n_classes, len(views), seed=args.seed)
         use_voda = args.voda
         res = train_features(b, views, args.iters, cfg if use_voda else None, seed=args.seed)
@@ -198,6 +221,9 @@ def cmd_voda(args) -> int:
               "selected": int(sel.sum()), "n_gaussians": model.num_gaussians}
     if association is not None:  # image -> {mask id in that image: global object id}
         report["association"] = association
+    if sc is None and len(train) < len(names):
+        kept = set(train.tolist())
+        report["not_trained_on"] = [nm for c, nm in enumerate(names) if c not in kept]
     out.mkdir(parents=True, exist_ok=True)
     save_ply(out / "labelled.ply", labelled(model, b))
     for name, part in (("removed", remove(model, sel)), ("extracted", extract(model, sel))):

@@ -8,7 +8,9 @@ budget on a loaded 2-core machine (the full model costs ~10x the time per traini
 decimated to n Gaussians by a seeded uniform random subset (every Gaussian equally likely), each
 kept Gaussian's scales grown by (N/n)^(1/3) so the decimated model still covers its volume. That
 changes the model (fewer Gaussians occlude each other, so fewer are hidden), which is why the
-tables report the hidden share of the object as evaluated."""
+tables report the hidden share of the object as evaluated, and why the undecimated model
+(structure "plant_full") was run on a subset of the seeds beside it: the same seed gives the
+same yaw and placement with and without decimation."""
 from __future__ import annotations
 
 import math
@@ -47,10 +49,11 @@ def plant_object(center, object_id: int, seed: int, n: int | None = PLANT_GAUSSI
     m = load_splat(path)
     gen = torch.Generator().manual_seed(seed)
     N = m.num_gaussians
+    if n is not None and n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    perm = torch.randperm(N, generator=gen)  # drawn even when all are kept: the same yaw per seed
     if n is not None and n < N:
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        m = m.subset(torch.randperm(N, generator=gen)[:n])
+        m = m.subset(perm[:n])
         m = replace(m, scales=m.scales * (N / n) ** (1 / 3))
     yaw = 2 * math.pi * float(torch.rand(1, generator=gen))
     R, q = _up_minus_y_to_z(yaw)

@@ -30,7 +30,8 @@ SPLITS = ("isolated", "touching", "occluding", "thin")
 LAYERS = ((1.0, 0.45), (0.8, 0.22), (0.6, 0.16), (0.4, 0.11), (0.2, 0.06))
 ROOM = 3.5  # floor half size and wall distance
 COVERAGE = 2.0  # tangent-scale factor of the object shells
-STRUCTURES = ("shells", "surface", "plant")  # plant: the composite scene (voda.composite)
+STRUCTURES = ("shells", "surface", "plant", "plant_full")  # plant: the composite scene
+# (voda.composite), decimated to PLANT_GAUSSIANS; plant_full: the same with every Gaussian
 # Share of plant.splat's Gaussians (a real trained 3DGS, ../shared/data) whose summed rendered
 # weight over 2 rings of 12 orbit views at 160x120 is near zero (metrics.hidden_share:
 # Σw < 1e-3 of the median Σw), measured by benchmarks/voda_removal3d.py --measure-plant (0.0331).
@@ -188,10 +189,11 @@ def make_scene_model(split: str, seed: int = 0, n_objects: int | None = None,
     parts = [S.ground_plane(n_floor, half_size=ROOM, seed=seed + 1),
              S.walls(n_walls, extent=ROOM, height=2.5, sides=("back", "front", "left", "right"),
                      seed=seed + 2)]
-    if params.structure == "plant":  # one real trained object (voda.composite) in the room
-        from gsrender.voda.composite import plant_object
+    if params.structure in ("plant", "plant_full"):  # one real trained object in the room
+        from gsrender.voda.composite import PLANT_GAUSSIANS, plant_object
 
-        parts.append(plant_object((0.0, 0.0, 0.01), 1, seed,
+        n_plant = PLANT_GAUSSIANS if params.structure == "plant" else None
+        parts.append(plant_object((0.0, 0.0, 0.01), 1, seed, n=n_plant,
                                   height=0.7 * params.size_scale))
         return GaussianModel.cat(parts), 1
     for i, (kind, (x, y), size, squash) in enumerate(_placements(split, n, gen)):
@@ -245,7 +247,7 @@ def make_removal3d(split: str, seed: int = 0, n_objects: int | None = None, widt
     model, n = make_scene_model(split, seed, n_objects, n_per_object, n_floor, n_walls, params)
     vm, K = cameras(width, height, n_rings, per_ring, radius=params.cam_radius)
     rgb, masks, depth = render_views(model, n, vm, K, width, height)
-    if rgb_optimised and params.structure != "plant":  # the plant is RGB-trained already
+    if rgb_optimised and not params.structure.startswith("plant"):  # the plant is trained already
         model = refit_objects(model, vm, K, width, height, rgb, refit_iters, seed)
         rgb, masks, depth = render_views(model, n, vm, K, width, height)
     return Removal3DScene(model, n, split, vm, K, width, height, rgb, masks, depth)
