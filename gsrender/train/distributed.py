@@ -5,12 +5,11 @@ statistics. A step's batch of batch_views × world views (the same batch, drawn 
 split over the ranks, batch_views each, and rendered with gsrender.distributed.rasterize; each
 rank's loss is divided by `world`, so the gradient is the mean over the step's views: the step
 is the one process's step with batch_views × world views (Trainer), learning-rate scaling and
-step schedules included. Densification and pruning run per shard with max_gaussians split
-evenly; the checkpoint is one PLY of all shards gathered by rank 0.
+step schedules included. Densification and pruning run per shard, on the same decisions and
+draws as one process: the Gaussians' ids key the split noise, max_gaussians caps all shards
+together (densify_and_prune's gather); the checkpoint is one PLY of all shards gathered by rank 0.
 """
 from __future__ import annotations
-
-from dataclasses import replace
 
 import torch
 import torch.distributed as dist
@@ -29,8 +28,8 @@ class DistributedTrainer(Trainer):
         self.group = group
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         shard = {k: params[k][self.rank::self.world].clone() for k in NAMES}
-        share = max(cfg.densify.max_gaussians // self.world, 1)
-        super().__init__(shard, extent, replace(cfg, densify=replace(cfg.densify, max_gaussians=share)))
+        ids = torch.arange(params["means"].shape[0], device=params["means"].device)
+        super().__init__(shard, extent, cfg, ids=ids[self.rank::self.world])
 
     @property
     def is_main(self) -> bool:
@@ -40,6 +39,10 @@ class DistributedTrainer(Trainer):
         n = torch.tensor([self.num_gaussians], device=self.device)
         dist.all_reduce(n, group=self.group)
         return int(n)
+
+    def _gather(self, t: torch.Tensor) -> torch.Tensor:
+        """t concatenated over the ranks, in rank order (collective)."""
+        return torch.cat(D.all_gather_rows(t, self.group))
 
     def model(self) -> GaussianModel:
         """All shards as one model, on every rank (collective)."""
