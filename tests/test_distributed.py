@@ -127,6 +127,15 @@ def _close(got, want, what, rtol=1e-4):
                                msg=lambda m: f"{what}: {m}")
 
 
+def _close_params(got, want, lr, what):
+    # Adam normalises the gradient: where it is ~0 (quaternions of isotropic Gaussians, SH bands
+    # of barely visible ones: rounding noise), float32 rounding of the sums (another thread
+    # count, another order) moves a row by a fraction of an lr step (seen: up to 1.6 %)
+    torch.testing.assert_close(got, want, rtol=1e-4,
+                               atol=max(1e-5 * float(want.abs().max()), 0.05 * lr),
+                               msg=lambda m: f"{what}: {m}")
+
+
 def test_two_ranks_take_the_steps_of_one_process_with_a_batch_of_two(two_rank_training,
                                                                         batch_of_two_views):
     """2 ranks x 1 view a step == 1 process x --batch-views 2: the same views and backgrounds,
@@ -145,7 +154,8 @@ def test_two_ranks_take_the_steps_of_one_process_with_a_batch_of_two(two_rank_tr
         for k in one["params"]:
             # Adam's steps are ~lr whatever the gradient's scale: the parameters catch a skipped
             # or swapped view, the gradients and statistics above a sum in place of the mean
-            _close(r["params"][k], one["params"][k][rank::WORLD], f"rank {rank} parameter {k}")
+            _close_params(r["params"][k], one["params"][k][rank::WORLD], one["lrs"][k],
+                          f"rank {rank} parameter {k}")
 
 
 def test_two_ranks_densify_like_one_process_with_a_batch_of_two(two_rank_training,
@@ -167,12 +177,8 @@ def test_two_ranks_densify_like_one_process_with_a_batch_of_two(two_rank_trainin
     assert torch.equal(ids[order], one["ids"][order_one])
     for k in one["params"]:
         two = torch.cat([res["densify"]["params"][k] for res in two_rank_training])[order]
-        want = one["params"][k][order_one]
-        # Adam normalises the gradient: where it is ~0 (SH bands of barely visible Gaussians),
-        # float32 rounding of the sums moves a row by a fraction of an lr step (seen: 0.3 %)
-        torch.testing.assert_close(two, want, rtol=1e-4, atol=max(1e-5 * float(want.abs().max()),
-                                                                  0.02 * one["lrs"][k]),
-                                   msg=lambda m, k=k: f"parameter {k} after densification: {m}")
+        _close_params(two, one["params"][k][order_one], one["lrs"][k],
+                      f"parameter {k} after densification")
 
 
 TRAIN_ARGS = ["--synthetic", "--synthetic-gaussians", "800", "--synthetic-views", "9", "--width",

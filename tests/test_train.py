@@ -120,7 +120,7 @@ def test_densify_clones_small_splits_large_prunes_transparent():
     grad = torch.tensor([1e-3, 1e-3, 1e-3, 1e-3, 0.0, 1e-5])  # large at 0..3
     tr.stats.accum[:] = grad * 2
     tr.stats.denom[:] = 2
-    ev, ids = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(), tr.extent,
+    ev, ids, _ = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(), tr.extent,
                                 prune_large=False, ids=tr.ids, seed=0, event=7)
     assert ev["cloned"] == 2 and ev["split"] == 2 and ev["pruned_transparent"] == 1
     # kept: 0 1 5 (originals), clones of 0 1, two children each of 2 and 3
@@ -149,7 +149,7 @@ def test_densify_respects_cap_and_prunes_large():
     tr.stats.accum[:] = torch.tensor([1e-3, 5e-3, 0, 0, 0, 0])
     tr.stats.denom[:] = 1
     tr.stats.max_radii[5] = 100.0  # huge on screen
-    ev, _ = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(max_gaussians=7), tr.extent,
+    ev, _, _ = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(max_gaussians=7), tr.extent,
                               prune_large=True, ids=tr.ids)
     assert ev["cloned"] == 1 and ev["split"] == 0  # one slot: the larger gradient (index 1) wins
     assert ev["pruned_large"] >= 3  # 2, 3 (world size 0.37 > 0.1·2) and 5 (screen)

@@ -80,16 +80,33 @@ def _top_candidates(grads: torch.Tensor, ids: torch.Tensor, room: int, gather) -
     return torch.isin(ids, all_ids[order[:room]])
 
 
+def _appended_order(order: torch.Tensor, clone_idx: torch.Tensor, split_idx: torch.Tensor,
+                    gather) -> torch.Tensor:
+    """Order keys of the rows densify_and_prune appends: after every key of every shard, all
+    shards' clones by their parents' keys, then all split children by their parents' keys (two
+    consecutive keys a parent): the position one process appends them at."""
+    top = order.max(0, keepdim=True).values if order.numel() else order.new_full((1,), -1)
+    base = int(gather(top).max()) + 1
+    clones, splits = gather(order[clone_idx]).sort().values, gather(order[split_idx]).sort().values
+    clone_keys = base + torch.searchsorted(clones, order[clone_idx])
+    first = base + clones.numel() + SPLIT_CHILDREN * torch.searchsorted(splits, order[split_idx])
+    split_keys = first[:, None] + torch.arange(SPLIT_CHILDREN, device=order.device)
+    return torch.cat([clone_keys, split_keys.flatten()])
+
+
 def densify_and_prune(params: dict, opt: torch.optim.Adam, stats: GradStats, cfg: DensifyConfig,
                       extent: float, prune_large: bool, ids: torch.Tensor, seed: int = 0,
-                      event: int = 0, gather=_local) -> tuple[dict[str, int], torch.Tensor]:
+                      event: int = 0, gather=_local, order: torch.Tensor | None = None
+                      ) -> tuple[dict[str, int], torch.Tensor, torch.Tensor | None]:
     """Clone small and split large Gaussians whose mean gradient exceeds the threshold (at most
     cfg.max_gaussians in total, largest gradients first), then prune transparent ones (and, when
     prune_large, ones too big on screen or in the world). ids [N] int64: the Gaussians' persistent
     ids; clones and split children get ids from (parent id, event), split noise comes from
     (seed, child id) (train.noise). gather(t) concatenates t over all shards (collective; the
-    default: one process holds all Gaussians): the cap counts all shards. Returns the counts
-    (this shard's) and the ids of the Gaussians after the call."""
+    default: one process holds all Gaussians): the cap counts all shards. order [N] int64 (a
+    shard's): the Gaussians' positions in one process's list (the renderer's tie-break at equal
+    depths), kept up to date when given. Returns the counts (this shard's), the ids and the
+    order keys (None when not given) of the Gaussians after the call."""
     with torch.no_grad():
         n = params["means"].shape[0]
         grads = stats.mean_grad()
@@ -108,6 +125,8 @@ def densify_and_prune(params: dict, opt: torch.optim.Adam, stats: GradStats, cfg
         children = _split_rows(params, split_idx, split_ids, seed)
         optim.append_rows(opt, params, {k: torch.cat([new[k], children[k]]) for k in NAMES})
         ids = torch.cat([ids, child_ids(ids[clone_idx], event, 0), split_ids])
+        if order is not None:
+            order = torch.cat([order, _appended_order(order, clone_idx, split_idx, gather)])
         n_new = clone_idx.numel() + children["means"].shape[0]
         parent = torch.zeros(n + n_new, dtype=torch.bool, device=grads.device)
         parent[split_idx] = True
@@ -123,7 +142,7 @@ def densify_and_prune(params: dict, opt: torch.optim.Adam, stats: GradStats, cfg
         optim.keep_rows(opt, params, ~drop)
     return {"cloned": int(clone_idx.numel()), "split": int(split_idx.numel()),
             "pruned_transparent": int(transparent.sum()), "pruned_large": int(large.sum()),
-            "total": int(params["means"].shape[0])}, ids[~drop]
+            "total": int(params["means"].shape[0])}, ids[~drop], None if order is None else order[~drop]
 
 
 def reset_opacity(params: dict, opt: torch.optim.Adam, value: float) -> None:

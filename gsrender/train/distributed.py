@@ -30,6 +30,9 @@ class DistributedTrainer(Trainer):
         shard = {k: params[k][self.rank::self.world].clone() for k in NAMES}
         ids = torch.arange(params["means"].shape[0], device=params["means"].device)
         super().__init__(shard, extent, cfg, ids=ids[self.rank::self.world])
+        # each Gaussian's position in one process's list: the render's order at equal depths
+        # (SfM points repeat: snowmiku has 572 duplicates), kept by densification
+        self.order = self.ids.clone()
 
     @property
     def is_main(self) -> bool:
@@ -45,9 +48,9 @@ class DistributedTrainer(Trainer):
         return torch.cat(D.all_gather_rows(t, self.group))
 
     def model(self) -> GaussianModel:
-        """All shards as one model, on every rank (collective)."""
-        gathered = {k: torch.cat(D.all_gather_rows(self.params[k].detach(), self.group)) for k in NAMES}
-        return to_model(gathered)
+        """All shards as one model, in one process's order, on every rank (collective)."""
+        rows = self._gather(self.order).argsort()
+        return to_model({k: self._gather(self.params[k].detach())[rows] for k in NAMES})
 
     def render(self, views: list[View], background: torch.Tensor | None = None,
                sh_degree: int | None = None) -> RenderOutput:
@@ -57,7 +60,7 @@ class DistributedTrainer(Trainer):
         bg = self._background(train=False) if background is None else background
         return D.rasterize(means, quats, scales, opac, sh, torch.stack([v.viewmat for v in views]),
                            torch.stack([v.K for v in views]), views[0].width, views[0].height,
-                           sh_degree=deg, backgrounds=bg, group=self.group)
+                           sh_degree=deg, backgrounds=bg, order=self.order, group=self.group)
 
     def _densify_if_due(self, densifying: bool) -> dict | None:
         """Densifies this shard; the event (also in self.log) counts all shards (collective:

@@ -84,6 +84,7 @@ class Trainer:
         self.ids = torch.arange(n, device=self.device) if ids is None else ids.to(self.device, torch.int64)
         if self.ids.shape != (n,):
             raise ValueError(f"ids must have shape [{n}] like the parameters, got {list(self.ids.shape)}")
+        self.order = None  # one process: the rows' order is the order (DistributedTrainer: keys)
         self.views_per_step = cfg.batch_views * self.world
         self.sched = Schedule.of(cfg.steps, cfg.densify_every, cfg.opacity_reset_every,
                                  cfg.steps_scaler, self.views_per_step)
@@ -218,9 +219,9 @@ class Trainer:
         if densifying and self.progress() >= cfg.densify_from and step % sched.densify_every == 0:
             # after the first opacity reset interval, also prune Gaussians that grew too large
             large = 0 < sched.opacity_reset_every < step
-            event, self.ids = dens.densify_and_prune(
+            event, self.ids, self.order = dens.densify_and_prune(
                 self.params, self.opt, self.stats, cfg.densify, self.extent, prune_large=large,
-                ids=self.ids, seed=cfg.seed, event=step, gather=self._gather)
+                ids=self.ids, seed=cfg.seed, event=step, gather=self._gather, order=self.order)
             event["step"] = step
             self.log.append(event)
             self.stats = dens.GradStats(self.num_gaussians, self.device)
