@@ -179,13 +179,14 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
         ops.SORTED if mode == "sorted" else ops.WEIGHTED, [float(w) for w in weight_params],
         R._impl_for(precision, mode, dev), bool(deterministic))
 
-    fbytes, ibytes = payload.element_size() * payload.shape[-1], ints.element_size() * 3
+    fbytes = payload.element_size() * payload.shape[-1]
+    ibytes = ints.element_size() * 3 + (8 if order is not None else 0)  # + the order key
     meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
             "opacities": opac2d, "camera_offset": offsets[rank], "tile_offsets": tile_offsets,
             "flatten_ids": flatten_ids, "n_intersections": flatten_ids.shape[0], "stats": stats,
             "exchange": {"rows_sent": int(cam_idx.numel()), "rows_received": int(cam.numel()),
                          "bytes_sent": int(cam_idx.numel()) * (fbytes + ibytes),
                          "bytes_received": int(cam.numel()) * (fbytes + ibytes),
-                         "row_bytes_float": fbytes}}
+                         "row_bytes_float": fbytes, "row_bytes_int": ibytes}}
     return R.RenderOutput(colors=render[..., :3], depths=render[..., 3:4], alphas=alphas,
                           features=render[..., 4:] if features is not None else None, meta=meta)
