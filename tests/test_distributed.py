@@ -244,3 +244,34 @@ def _kill_rank_1_mid_training(tmp_path, logs, how) -> tuple[int, float]:
                 p.kill()
             p.communicate()
     return rc, elapsed
+
+
+def test_order_keys_decide_equal_depths_and_must_be_one_int64_per_gaussian():
+    """order= renders the Gaussians in key order (the stable depth sort keeps it at equal
+    depths: here every Gaussian has a twin at the same place with another colour), and a bad
+    order= raises a ValueError naming it before any collective (a world of one)."""
+    import torch.distributed as dist
+
+    from gsrender import distributed as D
+
+    s = case.scene()
+    n = s["means"].shape[0]
+    leaves = [s[k].clone() for k in ("means", "quats", "scales", "opacities", "sh")]
+    leaves[0][1::2] = leaves[0][0::2]  # twins: same mean, same depth in every view
+    leaves[1][1::2], leaves[2][1::2] = leaves[1][0::2], leaves[2][0::2]
+    cams = (s["viewmats"][:1], s["Ks"][:1], case.W, case.H)
+    keys = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    want = gsrender.rasterize(*[t[keys.argsort()] for t in leaves], *cams, sh_degree=case.SH_DEGREE)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0,
+                            world_size=1)
+    try:
+        for bad in (torch.arange(n - 1), torch.arange(n).int()):
+            with pytest.raises(ValueError, match="order must be an int64 tensor"):
+                D.rasterize(*leaves, *cams, sh_degree=case.SH_DEGREE, order=bad)
+        got = D.rasterize(*leaves, *cams, sh_degree=case.SH_DEGREE, order=keys)
+        plain = D.rasterize(*leaves, *cams, sh_degree=case.SH_DEGREE)
+    finally:
+        dist.destroy_process_group()
+    torch.testing.assert_close(got.colors, want.colors, rtol=1e-5, atol=1e-6)
+    assert float((plain.colors - want.colors).abs().max()) > 1e-2  # the order matters here
+    assert got.meta["exchange"]["row_bytes_int"] == plain.meta["exchange"]["row_bytes_int"] + 8
