@@ -92,22 +92,26 @@ def main() -> None:
     out = render_fwd_bwd()
     fwd_bwd_s = _timed(render_fwd_bwd, device, 3)
     ex = out.meta["exchange"]
-    # replay this step's exchange alone: the counts, the int32 rows, the float rows and back
+    # replay this step's exchange alone: the counts, the int32 rows, the order keys, the float
+    # rows and back
     vis = (out.meta["radii"] > 0).any(-1)  # [world, N]: one camera a rank, camera r on rank r
     send = vis.sum(1).tolist()
     recv = exchange_counts(send, device)
     width = ex["row_bytes_float"] // 4
     rows = torch.randn(sum(send), width, device=device)
     ints = torch.zeros(sum(send), 3, dtype=torch.int32, device=device)
+    keys = torch.zeros(sum(send), dtype=torch.int64, device=device)
 
     def transport():
         exchange_counts(send, device)
         all_to_all_rows(ints, send, recv)
+        all_to_all_rows(keys, send, recv)
         back = all_to_all_rows(rows, send, recv)
         all_to_all_rows(back, recv, send)
 
     transport_s = _timed(transport, device, 5)
     step_bytes = ex["bytes_sent"] + ex["rows_sent"] * ex["row_bytes_float"]  # + gradients back
+    # (bytes_sent: float rows + int32 rows + the trainer's int64 order keys)
     stats = torch.tensor([[step_s, fwd_bwd_s, transport_s, step_bytes, ex["rows_sent"],
                            tr.num_gaussians, float(vis.float().mean())]], dtype=torch.float64,
                          device=device)
@@ -120,9 +124,9 @@ def main() -> None:
             "image": [view.width, view.height], "gaussians": int(sum(cols[5])),
             "step_s_max": max(cols[0]), "render_fwd_bwd_s_max": max(cols[1]),
             "transport_s_max": max(cols[2]),
-            "bytes_per_step_per_rank": cols[3],  # forward rows + int32 rows + gradient rows back
+            "bytes_per_step_per_rank": cols[3],  # forward rows, int rows, gradient rows back
             "rows_sent_per_rank": cols[4], "visible_fraction": cols[6],
-            "row_bytes": ex["row_bytes_float"] + 12,
+            "row_bytes": ex["row_bytes_float"] + ex["row_bytes_int"],
             "one_process_kernels_ms_this_rank_shard": kernels}))
     dist.destroy_process_group()
 

@@ -1,11 +1,10 @@
-"""One rank of tests/test_distributed.py's training-equivalence check (run as
-`python distributed_train_case.py OUT` under an env:// rendezvous), and the runs both sides make:
+"""One rank of tests/test_distributed.py's training-equivalence check (run_rank, started by
+torch.multiprocessing.spawn), and the runs both sides make:
 a DistributedTrainer with batch_views = 1 on each of 2 ranks must take the steps of one Trainer
-with batch_views = 2. Saves, per run, this rank's first-step gradients, its parameters and
-densification statistics after the run, and the densification events to OUT/rank{R}.pt."""
+with batch_views = 2, densification included. Saves, per run, this rank's first-step gradients,
+its parameters, Gaussian ids and densification statistics after the run, and the densification
+events to OUT/rank{R}.pt."""
 from __future__ import annotations
-
-import sys
 
 import torch
 
@@ -14,24 +13,34 @@ from gsrender.train.densify import DensifyConfig
 from gsrender.train.optim import LearningRates
 from gsrender.train.params import NAMES
 
-STEPS = 3  # optimiser steps
+CAP = 760  # Gaussians: the scene starts with 661 points
+PERCENT_DENSE = 0.03  # of the extent: most initial Gaussians are small enough to clone
+STEPS = 3  # optimiser steps of the "plain" run
 RUNS = {
     # no densification: the parameters must follow the one process's step for step
-    "plain": {"densify_from": 1.0},
-    # densification after the 2nd step (densify_every 4 views = 2 steps of 2): its counts must
-    # agree (a clone or split depends on the averaged statistics; the split positions are each
-    # process's own random draws, so the runs part after it)
-    "densify": {"densify_from": 0.0, "densify_every": 4,
-                "densify": DensifyConfig(grad_threshold=2e-5)},
+    "plain": {"steps": STEPS * 2, "densify_from": 1.0},
+    # 8 steps of 2 views, densifying every 2 steps (events at steps 2, 4, 6), an opacity reset
+    # at step 4 (then pruning of large Gaussians too) and a cap that binds: the clones, splits
+    # (their noise), prunes and the capped choice must be those of one process
+    "densify": {"steps": 16, "densify_from": 0.0, "densify_until": 1.0, "densify_every": 4,
+                "opacity_reset_every": 8,
+                "densify": DensifyConfig(grad_threshold=2e-5, percent_dense=PERCENT_DENSE,
+                                         max_gaussians=CAP)},
 }
 
 
 def data():
-    return synthetic_dataset(600, 9, 48, 36, every=8, seed=3)
+    """The synthetic scene's 600 points plus 61 repeated ones (as SfM points repeat: snowmiku has
+    572), each in the other shard than its twin: equal depths whose render order must be one
+    process's."""
+    d = synthetic_dataset(600, 9, 48, 36, every=8, seed=3)
+    xyz, rgb = d.points
+    d.points = (torch.cat([xyz, xyz[1:62]]), torch.cat([rgb, rgb[1:62]]))
+    return d
 
 
 def config(run: str, batch_views: int) -> TrainConfig:
-    return TrainConfig(steps=STEPS * 2, sh_degree=1, background="random", seed=5,
+    return TrainConfig(sh_degree=1, background="random", seed=5,
                        lrs=LearningRates().scaled(2.0), batch_views=batch_views, **RUNS[run])
 
 
@@ -42,21 +51,26 @@ def train(trainer: Trainer, views) -> dict:
         trainer.train_step(views)
     return {"grads": grads, "params": {k: trainer.params[k].detach().clone() for k in NAMES},
             "accum": trainer.stats.accum.clone(), "denom": trainer.stats.denom.clone(),
-            "log": trainer.log, "steps": trainer.step_count}
+            "ids": trainer.ids.clone(), "log": trainer.log, "steps": trainer.step_count,
+            "lrs": {g["name"]: g["lr"] for g in trainer.opt.param_groups}}
 
 
-def main(path: str) -> None:
+def run_rank(rank: int, world: int, port: int, path: str) -> None:
+    """torch.multiprocessing.spawn's entry: rank `rank` of `world` gloo processes on loopback
+    saves its runs' results to path/rank{rank}.pt."""
+    import datetime
+
     import torch.distributed as dist
 
     from gsrender.train.distributed import DistributedTrainer
 
-    dist.init_process_group("gloo")
-    d = data()
-    res = {run: train(DistributedTrainer.from_points(*d.points, d.extent, config(run, 1)), d.train)
-           for run in RUNS}
-    torch.save(res, f"{path}/rank{dist.get_rank()}.pt")
-    dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])
+    torch.set_num_threads(1)  # one core a rank (CI has 2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
+    try:
+        d = data()
+        res = {run: train(DistributedTrainer.from_points(*d.points, d.extent, config(run, 1)),
+                          d.train) for run in RUNS}
+        torch.save(res, f"{path}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()

@@ -120,11 +120,12 @@ def test_densify_clones_small_splits_large_prunes_transparent():
     grad = torch.tensor([1e-3, 1e-3, 1e-3, 1e-3, 0.0, 1e-5])  # large at 0..3
     tr.stats.accum[:] = grad * 2
     tr.stats.denom[:] = 2
-    ev = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(), tr.extent, prune_large=False,
-                           generator=torch.Generator().manual_seed(0))
+    ev, ids, _ = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(), tr.extent,
+                                prune_large=False, ids=tr.ids, seed=0, event=7)
     assert ev["cloned"] == 2 and ev["split"] == 2 and ev["pruned_transparent"] == 1
     # kept: 0 1 5 (originals), clones of 0 1, two children each of 2 and 3
     assert tr.num_gaussians == 3 + 2 + 4 == ev["total"]
+    assert ids[:3].tolist() == [0, 1, 5] and len(set(ids.tolist())) == 9  # new ids: distinct
     dc = tr.params["sh_dc"][:, 0, 0].tolist()
     assert dc == [0, 1, 5, 0, 1, 2, 2, 3, 3]
     # survivors kept their moments, new rows start at zero
@@ -148,8 +149,8 @@ def test_densify_respects_cap_and_prunes_large():
     tr.stats.accum[:] = torch.tensor([1e-3, 5e-3, 0, 0, 0, 0])
     tr.stats.denom[:] = 1
     tr.stats.max_radii[5] = 100.0  # huge on screen
-    ev = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(max_gaussians=7), tr.extent,
-                           prune_large=True)
+    ev, _, _ = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(max_gaussians=7), tr.extent,
+                              prune_large=True, ids=tr.ids)
     assert ev["cloned"] == 1 and ev["split"] == 0  # one slot: the larger gradient (index 1) wins
     assert ev["pruned_large"] >= 3  # 2, 3 (world size 0.37 > 0.1·2) and 5 (screen)
     assert tr.params["sh_dc"][:, 0, 0].tolist() == [0, 1, 1]

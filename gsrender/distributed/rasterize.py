@@ -25,12 +25,12 @@ _M2D, _CON, _OPA, _DEP, _RGB, _FEAT = slice(0, 2), slice(2, 5), 5, 6, slice(7, 1
 
 def _options_vector(width, height, sh_degree, colors, features, mode, tile_size, precision,
                     near_plane, far_plane, eps2d, radius_clip, antialiased, weight_params,
-                    grad_gauss, grad_cams, device):
+                    grad_gauss, grad_cams, ordered, device):
     k = colors.shape[1] if sh_degree is not None else 0
     v = [width, height, -1 if sh_degree is None else sh_degree, k,
          0 if features is None else features.shape[-1], R.MODES.index(mode), tile_size,
          R.PRECISIONS.index(precision), near_plane, far_plane, eps2d, radius_clip,
-         float(antialiased), *weight_params, float(grad_gauss), float(grad_cams)]
+         float(antialiased), *weight_params, float(grad_gauss), float(grad_cams), float(ordered)]
     return torch.tensor([v], dtype=torch.float64, device=device)
 
 
@@ -39,7 +39,7 @@ _OPTION_NAMES = ("width", "height", "sh_degree", "SH coefficients (colors.shape[
                  "far_plane", "eps2d", "radius_clip", "antialiased", "weight_params[0]",
                  "weight_params[1]", "weight_params[2]",
                  "gradients w.r.t. the Gaussians (grad mode and requires_grad)",
-                 "gradients w.r.t. viewmats (requires_grad)")
+                 "gradients w.r.t. viewmats (requires_grad)", "order (given or not)")
 
 
 def _camera_counts(opts: torch.Tensor, n_cameras: int, group) -> list[int]:
@@ -60,13 +60,19 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
               near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
               antialiased: bool = False, tile_size: int = 16, precision: str = "auto",
               radius_clip: float = 0.0, weight_params=R.DEFAULT_WEIGHT_PARAMS,
-              deterministic: bool | None = None, group=None) -> R.RenderOutput:
+              deterministic: bool | None = None, order: torch.Tensor | None = None,
+              group=None) -> R.RenderOutput:
     """gsrender.rasterize over a process group: means..colors, features are this rank's shard
     of the Gaussians ([N_r, ...]; colors [N_r,3] or SH [N_r,K,3], no per-camera colours);
     viewmats [C_r,4,4], Ks [C_r,3,3], backgrounds ([C_r,3] or [3]) this rank's cameras
     (C_r >= 1). Returns this rank's images [C_r,H,W,...]. Every rank of `group` must call it
     with the same options, and, when gradients are recorded, run the backward (of a loss that
     uses its images) once per call: the backward's collectives pair up across ranks.
+
+    The union is ordered rank by rank (rank 0's shard first), or, with order ([N_r] int64, keys
+    unique over all ranks), by ascending key: the order matters where Gaussians have equal depths
+    in a view (the depth sort is stable), e.g. repeated SfM points. order costs one more
+    all-to-all (8 bytes a row).
 
     meta: "means2d", "radii", "depths", "conics", "opacities" are this rank's Gaussians projected
     into all cameras of all ranks ([C_total, N_r, ...], camera order = rank order), e.g. for
@@ -87,6 +93,9 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     R.V.choice(mode, "mode", R.MODES)
     R.V.choice(precision, "precision", R.PRECISIONS)
     R.V.positive_int(tile_size, "tile_size", 256)
+    if order is not None and (order.shape != means.shape[:1] or order.dtype != torch.int64):
+        raise ValueError(f"order must be an int64 tensor of shape [{means.shape[0]}], got "
+                         f"{order.dtype} {list(order.shape)}")
     if deterministic is None:
         deterministic = torch.are_deterministic_algorithms_enabled()
     grad_on = torch.is_grad_enabled()
@@ -97,7 +106,8 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     counts = _camera_counts(_options_vector(
         width, height, sh_degree, colors, features, mode, tile_size, precision, float(near_plane),
         float(far_plane), float(eps2d), float(radius_clip), antialiased,
-        [float(w) for w in weight_params], grad_gauss, grad_cams, dev), V.shape[0], group)
+        [float(w) for w in weight_params], grad_gauss, grad_cams, order is not None, dev),
+        V.shape[0], group)
 
     # 1. all cameras everywhere (differentiable in viewmats: the backward sums over ranks)
     world, rank = dist.get_world_size(group), dist.get_rank(group)
@@ -133,17 +143,22 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     recv_counts = exchange_counts(send_counts, dev, group)
     rows = all_to_all_rows_autograd(payload[cam_idx, g_idx], send_counts, recv_counts, group)
     rints = all_to_all_rows(ints, send_counts, recv_counts, group)
+    if order is not None:
+        keys = all_to_all_rows(order[g_idx], send_counts, recv_counts, group)
 
     # 4. this rank's cameras: received rows into a dense [C_r, M] layout (padding: radii 0, culled)
     C = counts[rank]
     cam = rints[:, 0].long()
     per_cam = torch.bincount(cam, minlength=C)
     M = max(int(per_cam.max()) if cam.numel() else 0, 1)
-    order = torch.argsort(cam, stable=True)
+    # by camera, then by key (or by source rank: the rows arrive rank by rank)
+    pre = torch.argsort(keys, stable=True) if order is not None else \
+        torch.arange(cam.numel(), device=dev)
+    perm = pre[torch.argsort(cam[pre], stable=True)]
     start = torch.cumsum(per_cam, 0) - per_cam
-    slot = cam[order] * M + torch.arange(cam.numel(), device=dev) - start[cam[order]]
-    dense = rows.new_zeros(C * M, rows.shape[1]).index_copy(0, slot, rows[order]).view(C, M, -1)
-    d_radii = rints.new_zeros(C * M, 2).index_copy(0, slot, rints[order, 1:]).view(C, M, 2)
+    slot = cam[perm] * M + torch.arange(cam.numel(), device=dev) - start[cam[perm]]
+    dense = rows.new_zeros(C * M, rows.shape[1]).index_copy(0, slot, rows[perm]).view(C, M, -1)
+    d_radii = rints.new_zeros(C * M, 2).index_copy(0, slot, rints[perm, 1:]).view(C, M, 2)
     d_m2d, d_dep = dense[..., _M2D], dense[..., _DEP]
     chans = [dense[..., _RGB], dense[..., _DEP:_DEP + 1]]
     if features is not None:
@@ -164,13 +179,14 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
         ops.SORTED if mode == "sorted" else ops.WEIGHTED, [float(w) for w in weight_params],
         R._impl_for(precision, mode, dev), bool(deterministic))
 
-    fbytes, ibytes = payload.element_size() * payload.shape[-1], ints.element_size() * 3
+    fbytes = payload.element_size() * payload.shape[-1]
+    ibytes = ints.element_size() * 3 + (8 if order is not None else 0)  # + the order key
     meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
             "opacities": opac2d, "camera_offset": offsets[rank], "tile_offsets": tile_offsets,
             "flatten_ids": flatten_ids, "n_intersections": flatten_ids.shape[0], "stats": stats,
             "exchange": {"rows_sent": int(cam_idx.numel()), "rows_received": int(cam.numel()),
                          "bytes_sent": int(cam_idx.numel()) * (fbytes + ibytes),
                          "bytes_received": int(cam.numel()) * (fbytes + ibytes),
-                         "row_bytes_float": fbytes}}
+                         "row_bytes_float": fbytes, "row_bytes_int": ibytes}}
     return R.RenderOutput(colors=render[..., :3], depths=render[..., 3:4], alphas=alphas,
                           features=render[..., 4:] if features is not None else None, meta=meta)

@@ -1,6 +1,7 @@
 """A compact 3DGS trainer on gsrender's differentiable rasterize() (issue #6): parameters and
 initialisation (params), Adam kept aligned under densification (optim), adaptive density
-control (densify), data and held-out splits (data), the loop (trainer) and the command (run)."""
+control (densify) with its id-keyed noise (noise), data and held-out splits (data), the loop
+(trainer) and the command (run)."""
 from gsrender.train.data import (
     Dataset,
     View,

@@ -12,6 +12,8 @@ import torch
 
 from gsrender.synthetic import quat_to_rotmat
 from gsrender.train import optim
+from gsrender.train.noise import child_ids
+from gsrender.train.noise import normal as noise_of
 from gsrender.train.params import NAMES
 
 SPLIT_CHILDREN = 2
@@ -52,38 +54,79 @@ class GradStats:
         return self.accum / self.denom.clamp_min(1)  # [N]
 
 
-def _split_rows(params: dict, idx: torch.Tensor, generator: torch.Generator | None) -> dict:
-    """SPLIT_CHILDREN children per Gaussian idx: means sampled from the Gaussian itself,
-    scales / 1.6, everything else copied."""
+def _split_rows(params: dict, idx: torch.Tensor, ids: torch.Tensor, seed: int) -> dict:
+    """SPLIT_CHILDREN children per Gaussian idx: means sampled from N(mean, Σ) of the Gaussian
+    itself, scales / 1.6, everything else copied. ids: the children's ids [M] (noise keys)."""
     rep = {k: params[k].detach()[idx].repeat_interleave(SPLIT_CHILDREN, 0) for k in NAMES}
     scales = rep["log_scales"].exp()  # [M, 3]
-    noise = torch.randn(scales.shape, generator=generator, device=scales.device) * scales
+    noise = noise_of(ids, seed, 3).to(scales) * scales
     R = quat_to_rotmat(rep["quats"])  # [M, 3, 3]
     rep["means"] = rep["means"] + (R @ noise[..., None])[..., 0]
     rep["log_scales"] = (scales / SPLIT_SHRINK).log()
     return rep
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def _top_candidates(grads: torch.Tensor, ids: torch.Tensor, room: int, gather) -> torch.Tensor:
+    """[K] bool: which of this shard's K candidates (mean gradients grads, ids ids) are among
+    the `room` largest gradients of all shards' candidates (ties: smaller id first), so that the
+    choice does not depend on how the Gaussians are sharded or ordered."""
+    all_g, all_ids = gather(grads), gather(ids)
+    order = all_ids.argsort(stable=True)
+    order = order[all_g[order].argsort(descending=True, stable=True)]
+    return torch.isin(ids, all_ids[order[:room]])
+
+
+def _appended_order(order: torch.Tensor, clone_idx: torch.Tensor, split_idx: torch.Tensor,
+                    gather) -> torch.Tensor:
+    """Order keys of the rows densify_and_prune appends: after every key of every shard, all
+    shards' clones by their parents' keys, then all split children by their parents' keys (two
+    consecutive keys a parent): the position one process appends them at."""
+    top = order.max(0, keepdim=True).values if order.numel() else order.new_full((1,), -1)
+    base = int(gather(top).max()) + 1
+    clones, splits = gather(order[clone_idx]).sort().values, gather(order[split_idx]).sort().values
+    clone_keys = base + torch.searchsorted(clones, order[clone_idx])
+    first = base + clones.numel() + SPLIT_CHILDREN * torch.searchsorted(splits, order[split_idx])
+    split_keys = first[:, None] + torch.arange(SPLIT_CHILDREN, device=order.device)
+    return torch.cat([clone_keys, split_keys.flatten()])
+
+
 def densify_and_prune(params: dict, opt: torch.optim.Adam, stats: GradStats, cfg: DensifyConfig,
-                      extent: float, prune_large: bool,
-                      generator: torch.Generator | None = None) -> dict[str, int]:
+                      extent: float, prune_large: bool, ids: torch.Tensor, seed: int = 0,
+                      event: int = 0, gather=_local, order: torch.Tensor | None = None
+                      ) -> tuple[dict[str, int], torch.Tensor, torch.Tensor | None]:
     """Clone small and split large Gaussians whose mean gradient exceeds the threshold (at most
     cfg.max_gaussians in total, largest gradients first), then prune transparent ones (and, when
-    prune_large, ones too big on screen or in the world). Returns counts."""
+    prune_large, ones too big on screen or in the world). ids [N] int64: the Gaussians' persistent
+    ids; clones and split children get ids from (parent id, event), split noise comes from
+    (seed, child id) (train.noise). gather(t) concatenates t over all shards (collective; the
+    default: one process holds all Gaussians): the cap counts all shards. order [N] int64 (a
+    shard's): the Gaussians' positions in one process's list (the renderer's tie-break at equal
+    depths), kept up to date when given. Returns the counts (this shard's), the ids and the
+    order keys (None when not given) of the Gaussians after the call."""
     with torch.no_grad():
         n = params["means"].shape[0]
         grads = stats.mean_grad()
         max_scale = params["log_scales"].exp().amax(-1)  # [N]
         cand = (grads >= cfg.grad_threshold).nonzero().squeeze(1)
-        room = max(cfg.max_gaussians - n, 0)  # each clone or split adds one Gaussian net
-        if cand.numel() > room:
-            cand = cand[grads[cand].argsort(descending=True)[:room]]
+        counts = gather(torch.tensor([[n, cand.numel()]], device=grads.device)).sum(0)
+        n_all, n_cand = (int(v) for v in counts)  # all shards' Gaussians and candidates
+        room = max(cfg.max_gaussians - n_all, 0)  # each clone or split adds one Gaussian net
+        if n_cand > room:
+            cand = cand[_top_candidates(grads[cand], ids[cand], room, gather)]
         small = max_scale[cand] <= cfg.percent_dense * extent
         clone_idx, split_idx = cand[small], cand[~small]
         new = {k: params[k].detach()[clone_idx] for k in NAMES}
-        children = _split_rows(params, split_idx, generator)
+        split_ids = torch.stack([child_ids(ids[split_idx], event, 1 + c)
+                                 for c in range(SPLIT_CHILDREN)], 1).flatten()  # repeat_interleave order
+        children = _split_rows(params, split_idx, split_ids, seed)
         optim.append_rows(opt, params, {k: torch.cat([new[k], children[k]]) for k in NAMES})
-
+        ids = torch.cat([ids, child_ids(ids[clone_idx], event, 0), split_ids])
+        if order is not None:
+            order = torch.cat([order, _appended_order(order, clone_idx, split_idx, gather)])
         n_new = clone_idx.numel() + children["means"].shape[0]
         parent = torch.zeros(n + n_new, dtype=torch.bool, device=grads.device)
         parent[split_idx] = True
@@ -99,7 +142,7 @@ def densify_and_prune(params: dict, opt: torch.optim.Adam, stats: GradStats, cfg
         optim.keep_rows(opt, params, ~drop)
     return {"cloned": int(clone_idx.numel()), "split": int(split_idx.numel()),
             "pruned_transparent": int(transparent.sum()), "pruned_large": int(large.sum()),
-            "total": int(params["means"].shape[0])}
+            "total": int(params["means"].shape[0])}, ids[~drop], None if order is None else order[~drop]
 
 
 def reset_opacity(params: dict, opt: torch.optim.Adam, value: float) -> None:

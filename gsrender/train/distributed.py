@@ -5,12 +5,11 @@ statistics. A step's batch of batch_views × world views (the same batch, drawn 
 split over the ranks, batch_views each, and rendered with gsrender.distributed.rasterize; each
 rank's loss is divided by `world`, so the gradient is the mean over the step's views: the step
 is the one process's step with batch_views × world views (Trainer), learning-rate scaling and
-step schedules included. Densification and pruning run per shard with max_gaussians split
-evenly; the checkpoint is one PLY of all shards gathered by rank 0.
+step schedules included. Densification and pruning run per shard, on the same decisions and
+draws as one process: the Gaussians' ids key the split noise, max_gaussians caps all shards
+together (densify_and_prune's gather); the checkpoint is one PLY of all shards gathered by rank 0.
 """
 from __future__ import annotations
-
-from dataclasses import replace
 
 import torch
 import torch.distributed as dist
@@ -29,8 +28,11 @@ class DistributedTrainer(Trainer):
         self.group = group
         self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
         shard = {k: params[k][self.rank::self.world].clone() for k in NAMES}
-        share = max(cfg.densify.max_gaussians // self.world, 1)
-        super().__init__(shard, extent, replace(cfg, densify=replace(cfg.densify, max_gaussians=share)))
+        ids = torch.arange(params["means"].shape[0], device=params["means"].device)
+        super().__init__(shard, extent, cfg, ids=ids[self.rank::self.world])
+        # each Gaussian's position in one process's list: the render's order at equal depths
+        # (SfM points repeat: snowmiku has 572 duplicates), kept by densification
+        self.order = self.ids.clone()
 
     @property
     def is_main(self) -> bool:
@@ -41,10 +43,14 @@ class DistributedTrainer(Trainer):
         dist.all_reduce(n, group=self.group)
         return int(n)
 
+    def _gather(self, t: torch.Tensor) -> torch.Tensor:
+        """t concatenated over the ranks, in rank order (collective)."""
+        return torch.cat(D.all_gather_rows(t, self.group))
+
     def model(self) -> GaussianModel:
-        """All shards as one model, on every rank (collective)."""
-        gathered = {k: torch.cat(D.all_gather_rows(self.params[k].detach(), self.group)) for k in NAMES}
-        return to_model(gathered)
+        """All shards as one model, in one process's order, on every rank (collective)."""
+        rows = self._gather(self.order).argsort()
+        return to_model({k: self._gather(self.params[k].detach())[rows] for k in NAMES})
 
     def render(self, views: list[View], background: torch.Tensor | None = None,
                sh_degree: int | None = None) -> RenderOutput:
@@ -54,7 +60,7 @@ class DistributedTrainer(Trainer):
         bg = self._background(train=False) if background is None else background
         return D.rasterize(means, quats, scales, opac, sh, torch.stack([v.viewmat for v in views]),
                            torch.stack([v.K for v in views]), views[0].width, views[0].height,
-                           sh_degree=deg, backgrounds=bg, group=self.group)
+                           sh_degree=deg, backgrounds=bg, order=self.order, group=self.group)
 
     def _densify_if_due(self, densifying: bool) -> dict | None:
         """Densifies this shard; the event (also in self.log) counts all shards (collective:

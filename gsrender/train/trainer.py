@@ -73,10 +73,18 @@ class Trainer:
     world = 1  # processes that share an optimiser step (DistributedTrainer: the ranks)
     rank = 0
 
-    def __init__(self, params: dict[str, torch.Tensor], extent: float, cfg: TrainConfig):
+    def __init__(self, params: dict[str, torch.Tensor], extent: float, cfg: TrainConfig,
+                 ids: torch.Tensor | None = None):
+        """ids [N] int64: the Gaussians' persistent ids (default 0..N-1: the index in the initial
+        point cloud); densification keys its ids and noise on them (train.noise)."""
         self.cfg, self.extent = cfg, float(extent)
         self.device = params["means"].device
         self.params = dict(params)
+        n = params["means"].shape[0]
+        self.ids = torch.arange(n, device=self.device) if ids is None else ids.to(self.device, torch.int64)
+        if self.ids.shape != (n,):
+            raise ValueError(f"ids must have shape [{n}] like the parameters, got {list(self.ids.shape)}")
+        self.order = None  # one process: the rows' order is the order (DistributedTrainer: keys)
         self.views_per_step = cfg.batch_views * self.world
         self.sched = Schedule.of(cfg.steps, cfg.densify_every, cfg.opacity_reset_every,
                                  cfg.steps_scaler, self.views_per_step)
@@ -84,10 +92,9 @@ class Trainer:
         self.opt = optim.make_optimizer(self.params, cfg.lrs, self.extent, self.views_per_step)
         self.stats = dens.GradStats(self.num_gaussians, self.device)
         # the training backgrounds: one stream for the whole step's batch, the same on every rank
-        # (so that ranks and one process with batch_views = ranks draw the same); split noise:
-        # this process's own stream (a shard's splits are its own)
+        # (so that ranks and one process with batch_views = ranks draw the same); split noise is
+        # keyed by (seed, Gaussian id) instead, the same whichever shard holds the Gaussian
         self.bg_gen = torch.Generator(self.device).manual_seed(cfg.seed)
-        self.gen = torch.Generator(self.device).manual_seed(cfg.seed * 65536 + self.rank + 1)
         self.step_count = 0
         self.train_seconds = 0.0
         self._order: list[int] = []
@@ -113,6 +120,10 @@ class Trainer:
 
     def total_gaussians(self) -> int:
         return self.num_gaussians
+
+    def _gather(self, t: torch.Tensor) -> torch.Tensor:
+        """t concatenated over the processes that hold Gaussians (here: this one)."""
+        return t
 
     def progress(self) -> float:
         p = 0.0
@@ -208,8 +219,9 @@ class Trainer:
         if densifying and self.progress() >= cfg.densify_from and step % sched.densify_every == 0:
             # after the first opacity reset interval, also prune Gaussians that grew too large
             large = 0 < sched.opacity_reset_every < step
-            event = dens.densify_and_prune(self.params, self.opt, self.stats, cfg.densify,
-                                           self.extent, prune_large=large, generator=self.gen)
+            event, self.ids, self.order = dens.densify_and_prune(
+                self.params, self.opt, self.stats, cfg.densify, self.extent, prune_large=large,
+                ids=self.ids, seed=cfg.seed, event=step, gather=self._gather, order=self.order)
             event["step"] = step
             self.log.append(event)
             self.stats = dens.GradStats(self.num_gaussians, self.device)
