@@ -18,7 +18,7 @@ namespace {
 template <typename T>
 struct FwdScratch {
   using V = typename Lanes<T>::V;
-  TileRows tile;
+  TileRows<T> tile;
   LaneVector<V> w;                      // [segments, cap]: one row's contributing weights
   std::vector<const T*> rows;            // [segments, cap]: their channel rows
   LaneVector<V> acc;                    // [CH]: one segment's output, channel-major
@@ -30,10 +30,9 @@ struct FwdScratch {
 // pixels saturate; then each segment's OUT = Wᵀ·F as register-blocked GEMM over its
 // contributing Gaussians only, and the pixels' outputs.
 template <typename T>
-void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
-                const int32_t* ids, int64_t cam, int x0, int x1, int y,
-                int32_t start, int32_t n_list, const int32_t* items, int n_items,
-                FwdScratch<T>& s, const FwdOut<T>& o) {
+void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int32_t start,
+                int32_t n_list, const int32_t* items, int n_items, FwdScratch<T>& s,
+                const FwdOut<T>& o) {
   using V = typename Lanes<T>::V;
   using M = typename Lanes<T>::M;
   const int64_t CH = a.CH;
@@ -53,9 +52,11 @@ void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
   }
   const size_t cap = static_cast<size_t>(n_items);
   if (s.w.size() < nseg * cap) s.w.resize(nseg * cap), s.rows.resize(nseg * cap);
-  seg.walk(gs, ids, items, n_items, [&] { return n_live == 0; },
-           [&](int32_t i, int32_t id, const RowGaussian<T>& g, T dy, int sg) {
+  seg.walk(s.tile.kept.data(), items, n_items, [&] { return n_live == 0; },
+           [&](int32_t, const TileEntry<T>& e, T dy, int sg) {
     if (!live[sg]) return;
+    const RowGaussian<T>& g = e.g;
+    const int32_t i = e.i;
     const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], dy);
     evals -= alive[sg];  // masks are −1: counts up
     const M c = alive[sg] & (al != T(0));
@@ -81,7 +82,7 @@ void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
       useful -= c;
     }
     s.w[sg * cap + nw[sg]] = w;
-    s.rows[sg * cap + nw[sg]] = a.colors + static_cast<int64_t>(id) * CH;
+    s.rows[sg * cap + nw[sg]] = a.colors + static_cast<int64_t>(e.id) * CH;
     ++nw[sg];
   });
   for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
@@ -119,15 +120,13 @@ void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
 template <typename T>
 void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, int tx, int ty,
                  int32_t start, int32_t end, FwdScratch<T>& s, const FwdOut<T>& o) {
-  TileRows& tr = s.tile;
+  TileRows<T>& tr = s.tile;
   tr.build(a, gs, tx, ty, start, end);
-  const int32_t* ids = a.flatten_ids + start;
-  const int32_t n = end - start;
-  const int n_rows = tr.y1 - tr.y0 + 1, x0 = tr.x0, x1 = tr.x1, y0 = tr.y0;
-  std::vector<int32_t>& row_start = tr.row_start;
+  const int n_rows = tr.y1 - tr.y0 + 1;
+  const std::vector<int32_t>& row_start = tr.row_start;
   for (int r = 0; r < n_rows; ++r)
-    render_row(a, gs, ids, cam, x0, x1, y0 + r, start, n, tr.items.data() + row_start[r],
-               row_start[r + 1] - row_start[r], s, o);
+    render_row(a, cam, tr.x0, tr.x1, tr.y0 + r, start, end - start,
+               tr.items.data() + row_start[r], row_start[r + 1] - row_start[r], s, o);
 }
 
 // The 3DGS/gsplat-style baseline: one pixel at a time over the whole tile list, channel loop
@@ -192,11 +191,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
     const std::vector<RowGaussian<T>> gs =
         impl == kImplScalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
-    cpu::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
+    const int64_t n_tiles = C * tiles_per_cam;
+    cpu::parallel_tasks(n_tiles, [&](const auto& take) {
       FwdScratch<T> s;
       std::vector<TileGaussian<T>> list;  // the scalar baseline's tile list
       s.acc.resize(CH);
-      for (int64_t t = begin; t < end; ++t) {
+      for (int64_t t; (t = take()) < n_tiles;) {
         const int64_t cam = t / tiles_per_cam;
         const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
         const int32_t start = a.tile_start(t), stop = a.tile_end(t);
