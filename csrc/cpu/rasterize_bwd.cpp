@@ -25,6 +25,7 @@ struct BwdScratch {
   const int32_t* ids = nullptr;  // the tile's run of flatten_ids
   int32_t n = 0;                 // its length
   int64_t chp = 0;               // CH rounded up to whole vectors: the stride of g and dcolor
+  std::vector<int32_t> list;     // [segments, cap]: a row's tile entries per segment
   std::vector<int32_t> ent;      // [segments, cap]: tile entries of a row's contributing pairs
   LaneVector<V> ent_al, ent_tr;  // [segments, cap]: their α (0 where a lane does not
                                   // contribute) and the transmittance before them
@@ -74,7 +75,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   const RowSegments<T> seg(s.tile.x0, s.tile.x1, y);
   const int nseg = seg.n;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
-  V tr[kMaxSegments], acc[kMaxSegments], g_out[kMaxSegments], v_alpha[kMaxSegments],
+  V acc[kMaxSegments], g_out[kMaxSegments], v_alpha[kMaxSegments],
       t_final[kMaxSegments];
   M last[kMaxSegments];
   int ne[kMaxSegments];
@@ -82,7 +83,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   s.gt.assign(size_t(nseg) * CH, V{});
   for (int sg = 0; sg < nseg; ++sg) {
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
-    tr[sg] = V{} + T(1), acc[sg] = g_out[sg] = v_alpha[sg] = t_final[sg] = V{};
+    acc[sg] = g_out[sg] = v_alpha[sg] = t_final[sg] = V{};
     last[sg] = M{};
     ne[sg] = 0;
     for (int l = 0; l < nvalid; ++l) {
@@ -115,21 +116,31 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   }
   const size_t cap = static_cast<size_t>(n_items);
   if (s.ent.size() < nseg * cap)
-    s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap);
+    s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap),
+        s.list.resize(nseg * cap);
 
-  // Front to back: α and T before each pair, exactly as the forward computed them.
-  seg.walk(s.tile.kept.data(), items, n_items, [] { return false; },
-           [&](int32_t k, const TileEntry<T>& en, T dy, int sg) {
-    const RowGaussian<T>& g = en.g;
-    const M live = (M{} + en.i) < last[sg];  // 0 on invalid lanes (last = 0 there)
-    if (!any_lane(live)) return;
-    const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], dy);
-    const M c = live & (al != T(0));
-    if (!any_lane(c)) return;
-    const size_t e = sg * cap + ne[sg]++;
-    s.ent[e] = k, s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr[sg];
-    tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
-  });
+  // Front to back per segment: α and T before each pair, exactly as the forward computed them,
+  // up to the segment's last contributor (the buckets are in list order).
+  int count[kMaxSegments];
+  seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
+  for (int sg = 0; sg < nseg; ++sg) {
+    const int32_t* list = s.list.data() + sg * cap;
+    int32_t end = 0;  // past every lane's last contributor (last = 0 on invalid lanes)
+    for (int l = 0; l < kLanes; ++l) end = std::max<int32_t>(end, int32_t(last[sg][l]));
+    V tr = V{} + T(1);
+    for (int q = 0; q < count[sg]; ++q) {
+      const TileEntry<T>& en = s.tile.kept[list[q]];
+      if (en.i >= end) break;
+      const RowGaussian<T>& g = en.g;
+      const M live = (M{} + en.i) < last[sg];
+      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], g.my - seg.py);
+      const M c = live & (al != T(0));
+      const size_t e = sg * cap + ne[sg];  // kept only when some lane contributes
+      s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr;
+      ne[sg] += any_lane(c);
+      tr = c ? tr * (T(1) - al) : tr;
+    }
+  }
 
   // Back to front per segment (the order matters only for the sorted suffix sums).
   for (int sg = 0; sg < nseg; ++sg) {

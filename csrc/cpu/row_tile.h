@@ -65,7 +65,7 @@ std::vector<RowGaussian<T>> prepare_gaussians(const RasterArgs<T>& a) {
 }
 
 // The 8-pixel segments of one tile row, pixels [x0, x1] of row y: each segment's pixel centres and
-// the lanes inside the row. The forward and backward row walks share this set-up and walk().
+// the lanes inside the row. The forward and backward row scans share this set-up and bucket().
 template <typename T>
 struct RowSegments {
   using V = typename Lanes<T>::V;
@@ -89,18 +89,18 @@ struct RowSegments {
   int first_pixel(int sg) const { return x0 + sg * kLanes; }
   int width(int sg) const { return std::min(kLanes, x1 - first_pixel(sg) + 1); }
 
-  // The row's Gaussians front to back (items: positions in the tile's entries): f(k, e, dy, sg)
-  // for every segment where e's support ellipse crosses the row, dy = my − py, until done() says
-  // the row needs no more. The crossing is the tile test's, widened by 1e-3 px for the double
-  // rounding here, so no pixel the kernels would light is skipped; a segment it misses has no lane
-  // with α ≥ 1/255 and is never evaluated.
-  template <class Done, class F>
-  __attribute__((always_inline)) void walk(const TileEntry<T>* es, const int32_t* items,
-                                           int n_items, const Done& done, const F& f) const {
-    for (int j = 0; j < n_items && !done(); ++j) {
+  // The row's Gaussians bucketed by segment, each bucket front to back (items: positions in the
+  // tile's entries): list[sg·cap + q], q < count[sg], the entries whose support ellipse crosses
+  // the row inside segment sg. The crossing is the tile test's, widened by 1e-3 px for the double
+  // rounding here, so no pixel the kernels would light is missed; a segment it misses has no lane
+  // with α ≥ 1/255 and is never evaluated. Segment by segment, a scan keeps its transmittance in
+  // registers and stops on its own saturation.
+  void bucket(const TileEntry<T>* es, const int32_t* items, int n_items, int32_t* list,
+              size_t cap, int* count) const {
+    for (int sg = 0; sg < n; ++sg) count[sg] = 0;
+    for (int j = 0; j < n_items; ++j) {
       const int32_t k = items[j];
-      const TileEntry<T>& e = es[k];
-      const RowGaussian<T>& g = e.g;
+      const RowGaussian<T>& g = es[k].g;
       const double dyd = double(g.my) - double(py), r2 = g.r0 - g.r1 * dyd * dyd;
       if (!(r2 >= 0)) continue;
       const double r = std::sqrt(r2) + 1e-3, cx = double(g.mx) + g.k * dyd - 0.5;
@@ -108,8 +108,7 @@ struct RowSegments {
       const double hi = std::min({cx + r, double(g.box.x1), double(x1)});
       if (!(lo <= hi)) continue;
       const int s0 = (int(std::ceil(lo)) - x0) / kLanes, s1 = (int(std::floor(hi)) - x0) / kLanes;
-      const T dy = g.my - py;
-      for (int sg = s0; sg <= s1; ++sg) f(k, e, dy, sg);
+      for (int sg = s0; sg <= s1; ++sg) list[sg * cap + count[sg]++] = k;
     }
   }
 };
