@@ -234,16 +234,18 @@ BwdScratch<T> make_scratch(int64_t CH) {
 template <typename T>
 void backward_atomic(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io) {
   const int64_t CH = a.CH, tiles_per_cam = int64_t(a.TH) * a.TW;
-  const int64_t n_tiles = a.C * tiles_per_cam;
-  cpu::parallel_tasks(n_tiles, [&](const auto& take) {
+  // Fixed contiguous chunks, not parallel_tasks: each thread adds the same tiles in the same order
+  // every run, so two runs on the same inputs give the same gradients in practice (gradcheck's
+  // reentrancy check); deterministic=true guarantees it.
+  cpu::parallel_for(0, a.C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
     BwdScratch<T> s = make_scratch<T>(CH);
-    int64_t dbg_cam = 0;  // the camera s.dbg sums for (this thread's tiles come in order)
+    int64_t dbg_cam = begin / std::max<int64_t>(tiles_per_cam, 1);
     auto flush_dbg = [&] {
       for (int64_t c = 0; c < CH; ++c)
         if (s.dbg[c] != T(0)) atomic_add<T>(io.v_backgrounds + dbg_cam * CH + c, s.dbg[c]);
       std::fill(s.dbg.begin(), s.dbg.end(), T(0));
     };
-    for (int64_t t; (t = take()) < n_tiles;) {
+    for (int64_t t = begin; t < end; ++t) {
       const int64_t cam = t / tiles_per_cam;
       if (cam != dbg_cam) flush_dbg(), dbg_cam = cam;
       backward_tile(a, gs, io, t, s);

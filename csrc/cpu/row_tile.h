@@ -98,17 +98,27 @@ struct RowSegments {
   void bucket(const TileEntry<T>* es, const int32_t* items, int n_items, int32_t* list,
               size_t cap, int* count) const {
     for (int sg = 0; sg < n; ++sg) count[sg] = 0;
+    // Branch-free per item (whether and where a Gaussian crosses a row is data, not a pattern the
+    // branch predictor learns): an empty crossing gives s0 > s1.
     for (int j = 0; j < n_items; ++j) {
       const int32_t k = items[j];
       const RowGaussian<T>& g = es[k].g;
       const double dyd = double(g.my) - double(py), r2 = g.r0 - g.r1 * dyd * dyd;
-      if (!(r2 >= 0)) continue;
-      const double r = std::sqrt(r2) + 1e-3, cx = double(g.mx) + g.k * dyd - 0.5;
-      const double lo = std::max({cx - r, double(g.box.x0), double(x0)});
-      const double hi = std::min({cx + r, double(g.box.x1), double(x1)});
-      if (!(lo <= hi)) continue;
-      const int s0 = (int(std::ceil(lo)) - x0) / kLanes, s1 = (int(std::floor(hi)) - x0) / kLanes;
-      for (int sg = s0; sg <= s1; ++sg) list[sg * cap + count[sg]++] = k;
+      const double r = std::sqrt(std::max(r2, 0.0)) + 1e-3, cx = double(g.mx) + g.k * dyd - 0.5;
+      const double lo = std::ceil(std::max({cx - r, double(g.box.x0), double(x0)}));
+      const double hi = std::floor(std::min({cx + r, double(g.box.x1), double(x1)}));
+      const bool none = !(r2 >= 0) || !(lo <= hi);  // no pixel centre of the row inside
+      // (clamped to the row before the conversion: lo, hi are only meaningful when !none)
+      const int s0 = (int(std::min(lo, double(x1))) - x0) / kLanes;
+      const int s1 = none ? -1 : (int(std::max(hi, double(x0))) - x0) / kLanes;
+      if (n <= 4) {  // tiles up to 32 px (the default 16: 2 segments): every segment, no branch
+        for (int sg = 0; sg < n; ++sg) {
+          list[sg * cap + count[sg]] = k;
+          count[sg] += (sg >= s0) & (sg <= s1);
+        }
+      } else {
+        for (int sg = s0; sg <= s1; ++sg) list[sg * cap + count[sg]++] = k;
+      }
     }
   }
 };
