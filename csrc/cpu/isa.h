@@ -14,6 +14,8 @@
 #pragma once
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -74,6 +76,20 @@ inline void dispatch(const F& f) {
 template <class F>
 inline void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   at::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { dispatch([&] { f(b, e); }); });
+}
+
+// Tasks [0, n) of uneven cost (a scene's tiles) handed out one at a time: each thread runs
+// f(take) once, compiled for the active ISA, and loops `for (int64_t t; (t = take()) < n;)`, so
+// no thread idles while another finishes a dense stretch (parallel_for splits the range into
+// equal contiguous chunks up front). Each thread's tasks come in increasing order.
+template <class F>
+inline void parallel_tasks(int64_t n, const F& f) {
+  std::atomic<int64_t> next{0};
+  const auto take = [&next] { return next.fetch_add(1, std::memory_order_relaxed); };
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), n));
+  at::parallel_for(0, workers, 1, [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) dispatch([&] { f(take); });
+  });
 }
 
 }  // namespace cpu

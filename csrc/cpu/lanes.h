@@ -44,14 +44,32 @@ struct LaneAlloc {
 template <typename V>
 using LaneVector = std::vector<V, LaneAlloc<V>>;
 
-// Any lane of a mask set (an OR of its 64-bit words: no target-specific movemask).
+typedef uint64_t u64x2 __attribute__((vector_size(16)));
+typedef uint64_t u64x4 __attribute__((vector_size(32)));
+typedef uint64_t u64x8 __attribute__((vector_size(64)));
+__attribute__((always_inline)) inline u64x2 fold_halves(const u64x4& v) {
+  return __builtin_shufflevector(v, v, 0, 1) | __builtin_shufflevector(v, v, 2, 3);
+}
+__attribute__((always_inline)) inline u64x4 fold_halves(const u64x8& v) {
+  return __builtin_shufflevector(v, v, 0, 1, 2, 3) | __builtin_shufflevector(v, v, 4, 5, 6, 7);
+}
+
+// Any lane of a mask set: its halves OR-ed together in vector registers down to 128 bits, then
+// its two 64-bit words (no target-specific movemask; one extract fewer per half folded).
 template <typename M>
 __attribute__((always_inline)) inline bool any_lane(const M& m) {
-  uint64_t u[sizeof(M) / 8];
-  std::memcpy(u, &m, sizeof(M));
-  uint64_t r = 0;
-  for (size_t i = 0; i < sizeof(M) / 8; ++i) r |= u[i];
-  return r != 0;
+  static_assert(sizeof(M) == 32 || sizeof(M) == 64, "8 lanes of 32 or 64 bits");
+  u64x2 x;
+  if constexpr (sizeof(M) == 32) {
+    u64x4 u;
+    std::memcpy(&u, &m, sizeof(M));
+    x = fold_halves(u);
+  } else {
+    u64x8 u;
+    std::memcpy(&u, &m, sizeof(M));
+    x = fold_halves(fold_halves(u));
+  }
+  return (x[0] | x[1]) != 0;
 }
 
 template <typename V>

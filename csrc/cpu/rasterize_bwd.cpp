@@ -21,17 +21,19 @@ namespace {
 template <typename T>
 struct BwdScratch {
   using V = typename Lanes<T>::V;
-  TileRows tile;
+  TileRows<T> tile;
   const int32_t* ids = nullptr;  // the tile's run of flatten_ids
   int32_t n = 0;                 // its length
-  std::vector<int32_t> ent;      // [segments, cap]: list positions of a row's contributing pairs
+  int64_t chp = 0;               // CH rounded up to whole vectors: the stride of g and dcolor
+  std::vector<int32_t> list;     // [segments, cap]: a row's tile entries per segment
+  std::vector<int32_t> ent;      // [segments, cap]: tile entries of a row's contributing pairs
   LaneVector<V> ent_al, ent_tr;  // [segments, cap]: their α (0 where a lane does not
                                   // contribute) and the transmittance before them
-  std::vector<T> g;               // [segments, 8, CH] upstream gradient per pixel (pixel-major)
+  std::vector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
   LaneVector<V> gt;              // [segments, CH] the same, channel-major
   LaneVector<V> part;            // [n, kGradFields]: per-entry α-chain sums, lane-wise
   std::vector<AlphaGrad<T>> grad2d;  // [n] per tile-list entry (the lanes summed)
-  std::vector<T> dcolor;             // [n, CH]
+  std::vector<T> dcolor;             // [n, chp]
   std::vector<T> ddepth;             // [n]
   std::vector<char> touched;         // [n]
   std::vector<T> dbg;                // [CH]
@@ -40,14 +42,32 @@ struct BwdScratch {
 // Lane-wise partial sums of AlphaGrad's fields (and, weighted, dL/dz) per tile-list entry.
 enum { kGMx, kGMy, kGA, kGB, kGC, kGO, kGZ, kGradFields };
 
+// d[0, chp) += Σ_l w[l]·G[l][·], G the segment's 8 pixels × chp upstream gradients (pixel-major,
+// chp a multiple of 8, padded with zeros): each block of 8 channels stays in a register over the
+// 8 pixels, no branch per pixel and no store-to-load chain through d.
+template <typename T>
+__attribute__((always_inline)) inline void add_weighted_pixels(T* d, const typename Lanes<T>::V& w,
+                                                               const T* G, int64_t chp) {
+  using V = typename Lanes<T>::V;
+  for (int64_t c = 0; c < chp; c += kLanes) {
+    V acc, gl;
+    std::memcpy(&acc, d + c, sizeof(V));
+    for (int l = 0; l < kLanes; ++l) {
+      std::memcpy(&gl, G + l * chp + c, sizeof(V));
+      acc += w[l] * gl;
+    }
+    std::memcpy(d + c, &acc, sizeof(V));
+  }
+}
+
 // One image row of a tile, backward: the row's Gaussians front to back recompute α and the
 // transmittance as the forward did (8 pixels a vector, each lane up to its last contributor),
 // then each segment walks its contributing pairs back to front: dW = G·F, dF += Wᵀ·G, the
 // suffix sums and the α chain as vectors over its pixels.
 template <typename T>
-void backward_row(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam,
-                  int y, int32_t start, const int32_t* items, int n_items,
+void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, const int32_t* items, int n_items,
                   BwdScratch<T>& s, const RasterBwdIO<T>& io) {
+  const int64_t chp = s.chp;
   using V = typename Lanes<T>::V;
   using M = typename Lanes<T>::M;
   const int64_t CH = a.CH;
@@ -55,20 +75,20 @@ void backward_row(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam,
   const RowSegments<T> seg(s.tile.x0, s.tile.x1, y);
   const int nseg = seg.n;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
-  V tr[kMaxSegments], acc[kMaxSegments], g_out[kMaxSegments], v_alpha[kMaxSegments],
+  V acc[kMaxSegments], g_out[kMaxSegments], v_alpha[kMaxSegments],
       t_final[kMaxSegments];
   M last[kMaxSegments];
   int ne[kMaxSegments];
-  s.g.assign(size_t(nseg) * kLanes * CH, T(0));
+  s.g.assign(size_t(nseg) * kLanes * chp, T(0));
   s.gt.assign(size_t(nseg) * CH, V{});
   for (int sg = 0; sg < nseg; ++sg) {
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
-    tr[sg] = V{} + T(1), acc[sg] = g_out[sg] = v_alpha[sg] = t_final[sg] = V{};
+    acc[sg] = g_out[sg] = v_alpha[sg] = t_final[sg] = V{};
     last[sg] = M{};
     ne[sg] = 0;
     for (int l = 0; l < nvalid; ++l) {
       const int64_t pix = (cam * a.height + y) * a.width + sx + l;
-      T* gp = s.g.data() + (size_t(sg) * kLanes + l) * CH;
+      T* gp = s.g.data() + (size_t(sg) * kLanes + l) * chp;
       V* gt = s.gt.data() + size_t(sg) * CH;
       const T* vr = io.v_render + pix * CH;
       last[sg][l] = io.last_ids[pix] - start;
@@ -96,42 +116,47 @@ void backward_row(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam,
   }
   const size_t cap = static_cast<size_t>(n_items);
   if (s.ent.size() < nseg * cap)
-    s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap);
+    s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap),
+        s.list.resize(nseg * cap);
 
-  // Front to back: α and T before each pair, exactly as the forward computed them.
-  seg.walk(gs, s.ids, items, n_items, [] { return false; },
-           [&](int32_t i, int32_t, const RowGaussian<T>& g, T dy, int sg) {
-    const M live = (M{} + i) < last[sg];  // 0 on invalid lanes (last = 0 there)
-    if (!any_lane(live)) return;
-    const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], dy);
-    const M c = live & (al != T(0));
-    if (!any_lane(c)) return;
-    const size_t e = sg * cap + ne[sg]++;
-    s.ent[e] = i, s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr[sg];
-    tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
-  });
+  // Front to back per segment: α and T before each pair, exactly as the forward computed them,
+  // up to the segment's last contributor (the buckets are in list order).
+  int count[kMaxSegments];
+  seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
+  for (int sg = 0; sg < nseg; ++sg) {
+    const int32_t* list = s.list.data() + sg * cap;
+    int32_t end = 0;  // past every lane's last contributor (last = 0 on invalid lanes)
+    for (int l = 0; l < kLanes; ++l) end = std::max<int32_t>(end, int32_t(last[sg][l]));
+    V tr = V{} + T(1);
+    for (int q = 0; q < count[sg]; ++q) {
+      const TileEntry<T>& en = s.tile.kept[list[q]];
+      if (en.i >= end) break;
+      const RowGaussian<T>& g = en.g;
+      const M live = (M{} + en.i) < last[sg];
+      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], g.my - seg.py);
+      const M c = live & (al != T(0));
+      const size_t e = sg * cap + ne[sg];  // kept only when some lane contributes
+      s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr;
+      ne[sg] += any_lane(c);
+      tr = c ? tr * (T(1) - al) : tr;
+    }
+  }
 
   // Back to front per segment (the order matters only for the sorted suffix sums).
   for (int sg = 0; sg < nseg; ++sg) {
-    const T* G = s.g.data() + size_t(sg) * kLanes * CH;
+    const T* G = s.g.data() + size_t(sg) * kLanes * chp;
     const V* GT = s.gt.data() + size_t(sg) * CH;
     for (int k = ne[sg] - 1; k >= 0; --k) {
       const size_t e = sg * cap + k;
-      const int32_t i = s.ent[e];
-      const RowGaussian<T>& g = gs[s.ids[i]];
-      const T* f = a.colors + static_cast<int64_t>(s.ids[i]) * CH;
+      const TileEntry<T>& en = s.tile.kept[s.ent[e]];
+      const int32_t i = en.i;
+      const RowGaussian<T>& g = en.g;
+      const T* f = a.colors + static_cast<int64_t>(en.id) * CH;
       const V al = s.ent_al[e];
       const V w = al * (sorted ? s.ent_tr[e] : V{} + g.phi);
       V dw{};  // dL/dw per pixel: G·f
       for (int64_t c = 0; c < CH; ++c) dw += f[c] * GT[c];
-      T* d = s.dcolor.data() + static_cast<int64_t>(i) * CH;  // dF += Wᵀ·G
-      for (int l = 0; l < kLanes; ++l) {
-        const T wl = w[l];
-        if (wl == T(0)) continue;
-        const T* gl = G + l * CH;
-#pragma omp simd
-        for (int64_t c = 0; c < CH; ++c) d[c] += wl * gl[c];
-      }
+      add_weighted_pixels<T>(s.dcolor.data() + static_cast<int64_t>(i) * chp, w, G, chp);  // dF += Wᵀ·G
       s.touched[i] = 1;
       const M on = al != T(0);
       const V one_minus = T(1) - al;
@@ -174,11 +199,11 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
   s.ids = a.flatten_ids + start, s.n = n;
   s.tile.build(a, gs, tx, ty, start, stop);
   s.part.assign(size_t(n) * kGradFields, typename Lanes<T>::V{});
-  s.dcolor.assign(size_t(n) * a.CH, T(0));
+  s.dcolor.assign(size_t(n) * s.chp, T(0));
   s.touched.assign(n, 0);
   const std::vector<int32_t>& rs = s.tile.row_start;
   for (int r = 0; r + s.tile.y0 <= s.tile.y1; ++r)
-    backward_row(a, gs, cam, s.tile.y0 + r, start, s.tile.items.data() + rs[r], rs[r + 1] - rs[r],
+    backward_row(a, cam, s.tile.y0 + r, start, s.tile.items.data() + rs[r], rs[r + 1] - rs[r],
                  s, io);
   s.grad2d.resize(n);
   s.ddepth.resize(n);
@@ -200,6 +225,7 @@ template <typename T>
 BwdScratch<T> make_scratch(int64_t CH) {
   BwdScratch<T> s;
   s.dbg.assign(CH, T(0));
+  s.chp = (CH + kLanes - 1) / kLanes * kLanes;
   return s;
 }
 
@@ -208,6 +234,9 @@ BwdScratch<T> make_scratch(int64_t CH) {
 template <typename T>
 void backward_atomic(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io) {
   const int64_t CH = a.CH, tiles_per_cam = int64_t(a.TH) * a.TW;
+  // Fixed contiguous chunks, not parallel_tasks: each thread adds the same tiles in the same order
+  // every run, so two runs on the same inputs give the same gradients in practice (gradcheck's
+  // reentrancy check); deterministic=true guarantees it.
   cpu::parallel_for(0, a.C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
     BwdScratch<T> s = make_scratch<T>(CH);
     int64_t dbg_cam = begin / std::max<int64_t>(tiles_per_cam, 1);
@@ -221,6 +250,15 @@ void backward_atomic(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ras
       if (cam != dbg_cam) flush_dbg(), dbg_cam = cam;
       backward_tile(a, gs, io, t, s);
       for (int32_t i = 0; i < s.n; ++i) {
+        // The ids are in depth order, so the outputs are written at random: fetch ahead.
+        constexpr int kAhead = 8;
+        if (i + kAhead < s.n && s.touched[i + kAhead]) {
+          const int64_t id = s.ids[i + kAhead];
+          __builtin_prefetch(io.v_means2d + 2 * id, 1), __builtin_prefetch(io.v_conics + 3 * id, 1);
+          __builtin_prefetch(io.v_opacities + id, 1);
+          const char* f = reinterpret_cast<const char*>(io.v_colors + id * CH);
+          for (size_t b = 0; b < size_t(CH) * sizeof(T); b += 64) __builtin_prefetch(f + b, 1);
+        }
         if (!s.touched[i]) continue;
         const int64_t id = s.ids[i];
         const AlphaGrad<T>& g = s.grad2d[i];
@@ -231,7 +269,7 @@ void backward_atomic(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ras
         atomic_add<T>(io.v_conics + 3 * id + 2, g.v_c);
         atomic_add<T>(io.v_opacities + id, g.v_opacity);
         if (s.ddepth[i] != T(0)) atomic_add<T>(io.v_depths + id, s.ddepth[i]);
-        const T* d = s.dcolor.data() + i * CH;
+        const T* d = s.dcolor.data() + i * s.chp;
         T* dst = io.v_colors + id * CH;
         for (int64_t c = 0; c < CH; ++c)
           if (d[c] != T(0)) atomic_add<T>(dst + c, d[c]);
@@ -260,9 +298,9 @@ void backward_deterministic(const RasterArgs<T>& a, const RowGaussian<T>* gs,
     const DetPass ps = plan.pass(c0, CH);
     at::Tensor part_t = at::zeros({a.M, ps.stride}, opts);  // [M, kDetFields + nc]
     T* part = part_t.data_ptr<T>();
-    cpu::parallel_for(0, n_tiles, 1, [&](int64_t begin, int64_t end) {
+    cpu::parallel_tasks(n_tiles, [&](const auto& take) {
       BwdScratch<T> s = make_scratch<T>(CH);
-      for (int64_t t = begin; t < end; ++t) {
+      for (int64_t t; (t = take()) < n_tiles;) {
         backward_tile(a, gs, io, t, s);
         if (has_bg && ps.first)
           for (int64_t c = 0; c < CH; ++c) bgp[t * CH + c] = s.dbg[c];
@@ -275,7 +313,7 @@ void backward_deterministic(const RasterArgs<T>& a, const RowGaussian<T>* gs,
           row[kDetMeanX] = g.v_mean_x, row[kDetMeanY] = g.v_mean_y;
           row[kDetConicA] = g.v_a, row[kDetConicB] = g.v_b, row[kDetConicC] = g.v_c;
           row[kDetOpacity] = g.v_opacity, row[kDetDepth] = s.ddepth[i];
-          const T* d = s.dcolor.data() + i * CH + ps.c0;
+          const T* d = s.dcolor.data() + i * s.chp + ps.c0;
           std::copy(d, d + ps.nc, row + kDetFields);
         }
       }

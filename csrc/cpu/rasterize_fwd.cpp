@@ -18,94 +18,92 @@ namespace {
 template <typename T>
 struct FwdScratch {
   using V = typename Lanes<T>::V;
-  TileRows tile;
-  LaneVector<V> w;                      // [segments, cap]: one row's contributing weights
-  std::vector<const T*> rows;            // [segments, cap]: their channel rows
+  TileRows<T> tile;
+  std::vector<int32_t> list;            // [segments, cap]: one row's entries per segment
+  LaneVector<V> w;                      // [cap]: one segment's contributing weights
+  std::vector<const T*> rows;            // [cap]: their channel rows
   LaneVector<V> acc;                    // [CH]: one segment's output, channel-major
   int64_t listed = 0, computed = 0, useful = 0;
 };
 
-// One image row of a tile: its 8-pixel segments walk the row's Gaussians front to back, α and
-// the transmittance scan as vectors over the pixels, each segment stopping as soon as all its
-// pixels saturate; then each segment's OUT = Wᵀ·F as register-blocked GEMM over its
-// contributing Gaussians only, and the pixels' outputs.
+// One image row of a tile, segment by segment: the Gaussians whose support crosses the segment
+// front to back, α and the transmittance scan as vectors over its 8 pixels (the state in
+// registers, no branch per pair but the saturation stop), stopping as soon as all its pixels
+// saturate; then OUT = Wᵀ·F as register-blocked GEMM over its contributing Gaussians only, and
+// the pixels' outputs.
 template <typename T>
-void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
-                const int32_t* ids, int64_t cam, int x0, int x1, int y,
-                int32_t start, int32_t n_list, const int32_t* items, int n_items,
-                FwdScratch<T>& s, const FwdOut<T>& o) {
+void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int32_t start,
+                int32_t n_list, const int32_t* items, int n_items, FwdScratch<T>& s,
+                const FwdOut<T>& o) {
   using V = typename Lanes<T>::V;
   using M = typename Lanes<T>::M;
   const int64_t CH = a.CH;
   const bool sorted = a.sorted;
   const RowSegments<T> seg(x0, x1, y);
-  const int nseg = seg.n;
-  V tr[kMaxSegments], wsum[kMaxSegments];
-  M alive[kMaxSegments], last[kMaxSegments], evals{}, useful{};
-  int nw[kMaxSegments], stop_at[kMaxSegments];
-  bool live[kMaxSegments];
-  int n_live = nseg;
-  for (int sg = 0; sg < nseg; ++sg) {
-    tr[sg] = V{} + T(1), wsum[sg] = V{};
-    alive[sg] = seg.inside[sg];
-    last[sg] = M{} + start;
-    nw[sg] = 0, stop_at[sg] = n_list, live[sg] = true;
-  }
   const size_t cap = static_cast<size_t>(n_items);
-  if (s.w.size() < nseg * cap) s.w.resize(nseg * cap), s.rows.resize(nseg * cap);
-  seg.walk(gs, ids, items, n_items, [&] { return n_live == 0; },
-           [&](int32_t i, int32_t id, const RowGaussian<T>& g, T dy, int sg) {
-    if (!live[sg]) return;
-    const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], dy);
-    evals -= alive[sg];  // masks are −1: counts up
-    const M c = alive[sg] & (al != T(0));
-    if (!any_lane(c)) return;
-    V w;
-    if (sorted) {
-      const V next = tr[sg] * (T(1) - al);
-      const M stop = c & (next < T(kTransmittanceMin));
-      const M ok = c & ~stop;
-      w = ok ? al * tr[sg] : V{};
-      tr[sg] = ok ? next : tr[sg];
-      last[sg] = ok ? M{} + (start + i + 1) : last[sg];
-      useful -= ok;
-      if (any_lane(stop)) {
-        alive[sg] &= ~stop;
-        if (!any_lane(alive[sg])) live[sg] = false, --n_live, stop_at[sg] = i + 1;
-      }
-      if (!any_lane(ok)) return;
-    } else {
-      w = c ? al * g.phi : V{};
-      wsum[sg] += w;
-      tr[sg] = c ? tr[sg] * (T(1) - al) : tr[sg];
-      useful -= c;
-    }
-    s.w[sg * cap + nw[sg]] = w;
-    s.rows[sg * cap + nw[sg]] = a.colors + static_cast<int64_t>(id) * CH;
-    ++nw[sg];
-  });
-  for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
-
+  if (s.list.size() < seg.n * cap) s.list.resize(seg.n * cap);
+  if (s.w.size() < cap) s.w.resize(cap), s.rows.resize(cap);
+  int count[kMaxSegments];
+  seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
+  const TileEntry<T>* kept = s.tile.kept.data();
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
   V* acc = s.acc.data();
-  for (int sg = 0; sg < nseg; ++sg) {
-    const V* w = s.w.data() + sg * cap;
-    const T* const* rows = s.rows.data() + sg * cap;
+  V* W = s.w.data();
+  const T** R = s.rows.data();
+  M evals{}, useful{};
+  for (int sg = 0; sg < seg.n; ++sg) {
+    const int32_t* list = s.list.data() + sg * cap;
+    const V px = seg.px[sg];
+    V tr = V{} + T(1), wsum{};
+    M alive = seg.inside[sg], last = M{} + start;
+    int nw = 0;
+    int32_t stop_at = n_list;
+    for (int q = 0; q < count[sg]; ++q) {
+      const TileEntry<T>& e = kept[list[q]];
+      const RowGaussian<T>& g = e.g;
+      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - px, g.my - seg.py);
+      evals -= alive;  // masks are −1: counts up
+      const M c = alive & (al != T(0));
+      M on;
+      V w;
+      if (sorted) {
+        const V next = tr * (T(1) - al);
+        const M stop = c & (next < T(kTransmittanceMin));
+        on = c & ~stop;
+        w = on ? al * tr : V{};
+        tr = on ? next : tr;
+        last = on ? M{} + (start + e.i + 1) : last;
+        alive &= ~stop;
+      } else {
+        on = c;
+        w = c ? al * g.phi : V{};
+        wsum += w;
+        tr = c ? tr * (T(1) - al) : tr;
+      }
+      useful -= on;
+      // kept only when some lane contributes (the slot is overwritten otherwise)
+      W[nw] = w, R[nw] = a.colors + static_cast<int64_t>(e.id) * CH;
+      nw += any_lane(on);
+      if (sorted && !any_lane(alive)) {
+        stop_at = e.i + 1;
+        break;
+      }
+    }
     int64_t c0 = 0;
-    for (; c0 + kChanRegs <= CH; c0 += kChanRegs) segment_block<T, kChanRegs>(acc, w, rows, nw[sg], c0);
-    segment_tail<T, kChanRegs - 1>(acc, w, rows, nw[sg], c0, static_cast<int>(CH - c0));
+    for (; c0 + kChanRegs <= CH; c0 += kChanRegs) segment_block<T, kChanRegs>(acc, W, R, nw, c0);
+    segment_tail<T, kChanRegs - 1>(acc, W, R, nw, c0, static_cast<int>(CH - c0));
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
-    s.listed += int64_t(stop_at[sg]) * nvalid;
+    s.listed += int64_t(stop_at) * nvalid;
     for (int l = 0; l < nvalid; ++l) {
       const int64_t pix = (cam * a.height + y) * a.width + sx + l;
       T* dst = o.render + pix * CH;
-      const T t = tr[sg][l];
+      const T t = tr[l];
       if (sorted) {
         for (int64_t c = 0; c < CH; ++c) dst[c] = acc[c][l] + (bg ? t * bg[c] : T(0));
         o.aux[pix] = t;
-        o.last_ids[pix] = static_cast<int32_t>(last[sg][l]);
+        o.last_ids[pix] = static_cast<int32_t>(last[l]);
       } else {
-        const T denom = wsum[sg][l] + a.w_bg;
+        const T denom = wsum[l] + a.w_bg;
         for (int64_t c = 0; c < CH; ++c) dst[c] = (acc[c][l] + (bg ? a.w_bg * bg[c] : T(0))) / denom;
         o.aux[pix] = denom;
         o.last_ids[pix] = start + n_list;
@@ -113,21 +111,20 @@ void render_row(const RasterArgs<T>& a, const RowGaussian<T>* gs,
       o.alphas[pix] = T(1) - t;
     }
   }
+  for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
 }
 
 // One (camera, tile) task: its rows' Gaussians (TileRows), then row by row.
 template <typename T>
 void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, int tx, int ty,
                  int32_t start, int32_t end, FwdScratch<T>& s, const FwdOut<T>& o) {
-  TileRows& tr = s.tile;
+  TileRows<T>& tr = s.tile;
   tr.build(a, gs, tx, ty, start, end);
-  const int32_t* ids = a.flatten_ids + start;
-  const int32_t n = end - start;
-  const int n_rows = tr.y1 - tr.y0 + 1, x0 = tr.x0, x1 = tr.x1, y0 = tr.y0;
-  std::vector<int32_t>& row_start = tr.row_start;
+  const int n_rows = tr.y1 - tr.y0 + 1;
+  const std::vector<int32_t>& row_start = tr.row_start;
   for (int r = 0; r < n_rows; ++r)
-    render_row(a, gs, ids, cam, x0, x1, y0 + r, start, n, tr.items.data() + row_start[r],
-               row_start[r + 1] - row_start[r], s, o);
+    render_row(a, cam, tr.x0, tr.x1, tr.y0 + r, start, end - start,
+               tr.items.data() + row_start[r], row_start[r + 1] - row_start[r], s, o);
 }
 
 // The 3DGS/gsplat-style baseline: one pixel at a time over the whole tile list, channel loop
@@ -192,11 +189,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
     const std::vector<RowGaussian<T>> gs =
         impl == kImplScalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
-    cpu::parallel_for(0, C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
+    const int64_t n_tiles = C * tiles_per_cam;
+    cpu::parallel_tasks(n_tiles, [&](const auto& take) {
       FwdScratch<T> s;
       std::vector<TileGaussian<T>> list;  // the scalar baseline's tile list
       s.acc.resize(CH);
-      for (int64_t t = begin; t < end; ++t) {
+      for (int64_t t; (t = take()) < n_tiles;) {
         const int64_t cam = t / tiles_per_cam;
         const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
         const int32_t start = a.tile_start(t), stop = a.tile_end(t);

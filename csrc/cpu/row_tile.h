@@ -6,6 +6,7 @@
 #include "isa.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "gsrender/raster_checks.h"
@@ -24,6 +25,26 @@ constexpr int kMaxSegments = 256 / kLanes;  // 8-pixel row segments per tile row
 template <typename T>
 struct RowGaussian : Support<T> {
   T opacity, phi;
+  // Its support on one image row: dᵀQd ≤ support_bound at dx = k·dy ± sqrt(r0 − r1·dy²), the
+  // pixel-centre x where the tile test's ellipse crosses the row (r0 < 0: no pixel contributes).
+  double k, r0, r1;
+};
+
+// The rows' support interval constants of g (RowGaussian::k, r0, r1), in double as the tile test.
+template <typename T>
+void set_row_support(RowGaussian<T>& g) {
+  const double a = g.a, b = g.b, c = g.c, det = std::fma(a, c, -(b * b));
+  g.k = 0, g.r0 = -1, g.r1 = 0;
+  if (!(g.level > 0) || !(det > 0) || !(a > 0)) return;  // support_meets_rect: no pixel
+  g.k = b / a, g.r0 = support_bound(a, c, det, g.level) / a, g.r1 = det / (a * a);
+}
+
+// Tile-local copy of a kept Gaussian (TileRows::build): the row walks read the tile's Gaussians
+// in order instead of gathering them from the frame's array at random.
+template <typename T>
+struct TileEntry {
+  RowGaussian<T> g;
+  int32_t i, id;  // its tile-list position and flat id
 };
 
 template <typename T>
@@ -37,13 +58,14 @@ std::vector<RowGaussian<T>> prepare_gaussians(const RasterArgs<T>& a) {
           make_support<T>(a.means2d[2 * id], a.means2d[2 * id + 1], a.conics[3 * id],
                           a.conics[3 * id + 1], a.conics[3 * id + 2], g.opacity);
       g.phi = !a.sorted ? depth_weight<T>(a.depths[id], a.sigma_w, a.beta) : T(1);
+      set_row_support(g);
     }
   });
   return gs;
 }
 
 // The 8-pixel segments of one tile row, pixels [x0, x1] of row y: each segment's pixel centres and
-// the lanes inside the row. The forward and backward row walks share this set-up and walk().
+// the lanes inside the row. The forward and backward row scans share this set-up and bucket().
 template <typename T>
 struct RowSegments {
   using V = typename Lanes<T>::V;
@@ -67,50 +89,79 @@ struct RowSegments {
   int first_pixel(int sg) const { return x0 + sg * kLanes; }
   int width(int sg) const { return std::min(kLanes, x1 - first_pixel(sg) + 1); }
 
-  // The row's Gaussians front to back (items: tile-list positions, ids: the tile's run of
-  // flatten_ids): f(i, id, g, dy, sg) for every segment g's support box covers, dy = my − py,
-  // until done() says the row needs no more.
-  template <class Done, class F>
-  __attribute__((always_inline)) void walk(const RowGaussian<T>* gs, const int32_t* ids,
-                                           const int32_t* items, int n_items, const Done& done,
-                                           const F& f) const {
-    for (int j = 0; j < n_items && !done(); ++j) {
-      const int32_t i = items[j], id = ids[i];
-      const RowGaussian<T>& g = gs[id];
-      const int lo = std::max(g.box.x0, x0), hi = std::min(g.box.x1, x1);
-      if (lo > hi) continue;
-      const T dy = g.my - py;
-      for (int sg = (lo - x0) / kLanes; sg <= (hi - x0) / kLanes; ++sg) f(i, id, g, dy, sg);
+  // The row's Gaussians bucketed by segment, each bucket front to back (items: positions in the
+  // tile's entries): list[sg·cap + q], q < count[sg], the entries whose support ellipse crosses
+  // the row inside segment sg. The crossing is the tile test's, widened by 1e-3 px for the double
+  // rounding here, so no pixel the kernels would light is missed; a segment it misses has no lane
+  // with α ≥ 1/255 and is never evaluated. Segment by segment, a scan keeps its transmittance in
+  // registers and stops on its own saturation.
+  void bucket(const TileEntry<T>* es, const int32_t* items, int n_items, int32_t* list,
+              size_t cap, int* count) const {
+    for (int sg = 0; sg < n; ++sg) count[sg] = 0;
+    // Branch-free per item (whether and where a Gaussian crosses a row is data, not a pattern the
+    // branch predictor learns): an empty crossing gives s0 > s1.
+    for (int j = 0; j < n_items; ++j) {
+      const int32_t k = items[j];
+      const RowGaussian<T>& g = es[k].g;
+      const double dyd = double(g.my) - double(py), r2 = g.r0 - g.r1 * dyd * dyd;
+      const double r = std::sqrt(std::max(r2, 0.0)) + 1e-3, cx = double(g.mx) + g.k * dyd - 0.5;
+      const double lo = std::ceil(std::max({cx - r, double(g.box.x0), double(x0)}));
+      const double hi = std::floor(std::min({cx + r, double(g.box.x1), double(x1)}));
+      const bool none = !(r2 >= 0) || !(lo <= hi);  // no pixel centre of the row inside
+      // (clamped to the row before the conversion: lo, hi are only meaningful when !none)
+      const int s0 = (int(std::min(lo, double(x1))) - x0) / kLanes;
+      const int s1 = none ? -1 : (int(std::max(hi, double(x0))) - x0) / kLanes;
+      if (n <= 4) {  // tiles up to 32 px (the default 16: 2 segments): every segment, no branch
+        for (int sg = 0; sg < n; ++sg) {
+          list[sg * cap + count[sg]] = k;
+          count[sg] += (sg >= s0) & (sg <= s1);
+        }
+      } else {
+        for (int sg = s0; sg <= s1; ++sg) list[sg * cap + count[sg]++] = k;
+      }
     }
   }
 };
 
+template <typename T>
 struct TileRows {
   int x0, y0, x1, y1;                      // the tile's pixels inside the image (inclusive)
-  std::vector<int32_t> keep;               // [kept, 3]: list position, first row, last row
-  std::vector<int32_t> row_start, row_fill, items;  // per row, kept positions covering it
+  std::vector<TileEntry<T>> kept;          // the Gaussians kept, in list (depth) order
+  std::vector<int32_t> span;               // [kept, 2]: first and last row of each
+  std::vector<int32_t> row_start, row_fill, items;  // per row, kept entries covering it
 
-  template <typename T>
   void build(const RasterArgs<T>& a, const RowGaussian<T>* gs, int tx, int ty, int32_t start,
              int32_t end) {
     const PixelBox px = tile_pixels(tx, ty, a.tile_size, a.width, a.height);
     x0 = px.x0, y0 = px.y0, x1 = px.x1, y1 = px.y1;
     const int n_rows = y1 - y0 + 1;
     const int32_t* ids = a.flatten_ids + start;
-    keep.clear();
+    const int32_t n = end - start;
+    const size_t row_bytes = size_t(a.CH) * sizeof(T);
+    kept.clear(), span.clear();
     row_start.assign(n_rows + 1, 0);
-    for (int32_t i = 0; i < end - start; ++i) {
+    for (int32_t i = 0; i < n; ++i) {
+      // The list is in depth order, so gs is read at random: fetch ahead of the test.
+      constexpr int kAhead = 8;
+      if (i + kAhead < n) {
+        const char* p = reinterpret_cast<const char*>(gs + ids[i + kAhead]);
+        __builtin_prefetch(p), __builtin_prefetch(p + sizeof(RowGaussian<T>) - 1);
+      }
       const RowGaussian<T>& g = gs[ids[i]];
       if (!support_meets_tile<T>(g, px)) continue;  // bin_tiles with conics dropped it already
       const int r0 = std::max(g.box.y0, y0) - y0, r1 = std::min(g.box.y1, y1) - y0;
-      keep.insert(keep.end(), {i, r0, r1});
+      kept.push_back({g, i, ids[i]});
+      span.insert(span.end(), {r0, r1});
       for (int r = r0; r <= r1; ++r) ++row_start[r + 1];
+      // its feature row, read by the accumulation after the rows' scans
+      const char* f = reinterpret_cast<const char*>(a.colors + int64_t(ids[i]) * a.CH);
+      for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(f + b);
     }
     for (int r = 0; r < n_rows; ++r) row_start[r + 1] += row_start[r];
     items.resize(row_start[n_rows]);
     row_fill.assign(row_start.begin(), row_start.end() - 1);
-    for (size_t k = 0; k < keep.size(); k += 3)
-      for (int r = keep[k + 1]; r <= keep[k + 2]; ++r) items[row_fill[r]++] = keep[k];
+    for (size_t k = 0; k < kept.size(); ++k)
+      for (int r = span[2 * k]; r <= span[2 * k + 1]; ++r) items[row_fill[r]++] = int32_t(k);
   }
 };
 

@@ -34,12 +34,18 @@ GSR_HOST_DEVICE T support_level(T opacity) {
   return log(T(kAlphaMinInv) * opacity);
 }
 
+// The bound on dᵀQd that support_meets_rect tests: 2·ln(255·o) with that margin (det = ac − b²).
+template <typename T>
+GSR_HOST_DEVICE T support_bound(T a, T c, T det, T level) {
+  return T(2) * fma(level, T(1) + T(1e-4) + T(1e-6) * (a + c) * (a + c) / det, T(1e-4));
+}
+
 template <typename T>
 GSR_HOST_DEVICE bool support_meets_rect(T mx, T my, T a, T b, T c, T level, int x0, int y0,
                                         int x1, int y1) {
   const T det = fma(a, c, -(b * b));
   if (!(level > T(0)) || !(det > T(0)) || !(a > T(0))) return false;  // no pixel contributes
-  const T bound = T(2) * fma(level, T(1) + T(1e-4) + T(1e-6) * (a + c) * (a + c) / det, T(1e-4));
+  const T bound = support_bound(a, c, det, level);
   const T dxlo = mx - (T(x1) + T(0.5)), dxhi = mx - (T(x0) + T(0.5));
   const T dylo = my - (T(y1) + T(0.5)), dyhi = my - (T(y0) + T(0.5));
   const bool in_x = dxlo <= T(0) && dxhi >= T(0), in_y = dylo <= T(0) && dyhi >= T(0);
