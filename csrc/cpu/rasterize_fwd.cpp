@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "gemm.h"
+#include "gsrender/composite.h"
 #include "isa.h"
 #include "raster_tile.h"
 #include "row_tile.h"
@@ -141,7 +142,7 @@ void render_tile_scalar(const RasterArgs<T>& a, int64_t cam, int tx, int ty, int
       const int64_t pix = (cam * a.height + y) * a.width + x;
       T* dst = o.render + pix * CH;
       std::fill(dst, dst + CH, T(0));
-      T tr = 1;
+      Compositor<T> comp{true};
       int32_t last = start;
       const T px = x + T(0.5), py = y + T(0.5);
       for (int32_t i = 0; i < end - start; ++i) {
@@ -149,18 +150,15 @@ void render_tile_scalar(const RasterArgs<T>& a, int64_t cam, int tx, int ty, int
         const T alpha =
             pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
         if (alpha == T(0)) continue;
-        const T next = tr * (T(1) - alpha);
-        if (next < T(kTransmittanceMin)) break;
-        const T wgt = alpha * tr;
+        T wgt;
+        if (!comp.take(alpha, T(0), &wgt)) break;
         const T* f = a.colors + static_cast<int64_t>(g.id) * CH;
         for (int64_t c = 0; c < CH; ++c) dst[c] += wgt * f[c];
-        tr = next;
         last = start + i + 1;
       }
-      if (bg)
-        for (int64_t c = 0; c < CH; ++c) dst[c] += tr * bg[c];
-      o.alphas[pix] = T(1) - tr;
-      o.aux[pix] = tr;
+      for (int64_t c = 0; c < CH; ++c) dst[c] = comp.resolve(dst[c], bg ? bg[c] : T(0), T(0));
+      o.alphas[pix] = T(1) - comp.trans;
+      o.aux[pix] = comp.aux(T(0));
       o.last_ids[pix] = last;
     }
 }
