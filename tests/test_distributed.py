@@ -115,10 +115,17 @@ def two_rank_training(tmp_path_factory):
 def batch_of_two_views():
     from gsrender.train import Trainer
 
-    d = train_case.data()
-    return {run: train_case.train(Trainer.from_points(*d.points, d.extent, train_case.config(run, 2)),
-                                  d.train)
-            for run in train_case.RUNS}
+    # one thread, as each rank: the CPU backward's per-tile atomic adds then run in one order,
+    # so near-zero gradients (which Adam turns into ±lr steps) carry the same rounding
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        d = train_case.data()
+        return {run: train_case.train(Trainer.from_points(*d.points, d.extent,
+                                                          train_case.config(run, 2)), d.train)
+                for run in train_case.RUNS}
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _close(got, want, what, rtol=1e-4):
@@ -136,6 +143,13 @@ def _close_params(got, want, lr, what):
                                msg=lambda m: f"{what}: {m}")
 
 
+def _covariances(p):
+    from gsrender.reference import quat_to_rotmat
+
+    R = quat_to_rotmat(p["quats"].double())
+    return R @ torch.diag_embed(p["log_scales"].double().exp() ** 2) @ R.transpose(-1, -2)
+
+
 def test_two_ranks_take_the_steps_of_one_process_with_a_batch_of_two(two_rank_training,
                                                                         batch_of_two_views):
     """2 ranks x 1 view a step == 1 process x --batch-views 2: the same views and backgrounds,
@@ -151,11 +165,13 @@ def test_two_ranks_take_the_steps_of_one_process_with_a_batch_of_two(two_rank_tr
             _close(r["grads"][k], one["grads"][k][rank::WORLD], f"rank {rank} first-step grad {k}")
         _close(r["accum"], one["accum"][rank::WORLD], f"rank {rank} densification statistic")
         assert torch.equal(r["denom"], one["denom"][rank::WORLD])  # visibility counts
-        for k in one["params"]:
+        ref = {k: v[rank::WORLD] for k, v in one["params"].items()}
+        for k in ref:
             # Adam's steps are ~lr whatever the gradient's scale: the parameters catch a skipped
             # or swapped view, the gradients and statistics above a sum in place of the mean
-            _close_params(r["params"][k], one["params"][k][rank::WORLD], one["lrs"][k],
-                          f"rank {rank} parameter {k}")
+            if k != "quats":  # free where isotropic: see the densification test
+                _close_params(r["params"][k], ref[k], one["lrs"][k], f"rank {rank} parameter {k}")
+        _close(_covariances(r["params"]), _covariances(ref), f"rank {rank} covariances", rtol=1e-3)
 
 
 def test_two_ranks_densify_like_one_process_with_a_batch_of_two(two_rank_training,
@@ -175,10 +191,16 @@ def test_two_ranks_densify_like_one_process_with_a_batch_of_two(two_rank_trainin
     assert ids.unique().numel() == ids.numel()
     order, order_one = ids.argsort(), one["ids"].argsort()
     assert torch.equal(ids[order], one["ids"][order_one])
-    for k in one["params"]:
-        two = torch.cat([res["densify"]["params"][k] for res in two_rank_training])[order]
-        _close_params(two, one["params"][k][order_one], one["lrs"][k],
-                      f"parameter {k} after densification")
+    two = {k: torch.cat([res["densify"]["params"][k] for res in two_rank_training])[order]
+           for k in one["params"]}
+    ref = {k: v[order_one] for k, v in one["params"].items()}
+    for k in ref:
+        if k != "quats":
+            _close_params(two[k], ref[k], one["lrs"][k], f"parameter {k} after densification")
+    # a rotation is free where the Gaussian is (nearly) isotropic: its quaternion's gradient is
+    # rounding noise that Adam turns into ±lr steps, which the rounding of the CPU copy in use
+    # (baseline / AVX2) can send either way; compare the covariances the quaternions shape
+    _close(_covariances(two), _covariances(ref), "covariances after densification", rtol=1e-3)
 
 
 TRAIN_ARGS = ["--synthetic", "--synthetic-gaussians", "800", "--synthetic-views", "9", "--width",
