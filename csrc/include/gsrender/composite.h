@@ -1,7 +1,7 @@
-// The compositing rule (docs/design.md §3) as one type: every front-to-back pixel walk — the
-// CUDA scalar forward, weight_stats and the contributor walk on both backends — feeds it the α of
-// its pairs in list order, so they cannot disagree on the weights, the 3DGS stop or the
-// background epilogue.
+// The compositing rule (docs/design.md §3) as one type: every scalar front-to-back pixel walk —
+// the scalar forward, weight_stats and the contributor walk, CPU and CUDA — feeds it the α of its
+// pairs in list order, so they cannot disagree on the weights, the 3DGS stop or the background
+// epilogue.
 //   sorted (3DGS):       w = α·T, T ← T·(1 − α); the pixel stops for good at the first pair whose
 //                        T·(1 − α) would fall below kTransmittanceMin, and that pair is excluded;
 //   weighted (sort-free): w = α·φ(z), Σw += w, T ← T·(1 − α); it never stops.
@@ -32,15 +32,14 @@ struct Compositor {
   // The weight of the next pair (α > 0, φ its depth weight, unused when sorted). Returns false,
   // leaving the state as it was, when the pixel stops at this pair.
   GSR_HOST_DEVICE bool take(T alpha, T phi, T* w) {
-    const T next = trans * (T(1) - alpha);
     if (sorted) {
-      if (next < T(kTransmittanceMin)) return false;
-      *w = alpha * trans;
-    } else {
-      *w = alpha * phi;
-      wsum += *w;
+      if (crosses_stop(alpha)) return false;
+      *w = advance(alpha);
+      return true;
     }
-    trans = next;
+    *w = alpha * phi;
+    wsum += *w;
+    trans *= T(1) - alpha;
     return true;
   }
   // The output of a channel from its accumulated Σ w·f and background value.
