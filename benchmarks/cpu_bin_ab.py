@@ -29,7 +29,7 @@ def run(exact):
     offs, ids = ops.bin_tiles(m["means2d"], m["radii"], m["depths"], 512, 512, 16, True, *extra)
     t1 = time.perf_counter()
     leaves = [x.detach().clone().requires_grad_(True) for x in (m["means2d"], m["conics"], m["opacities"], chans)]
-    out = ops.rasterize(*leaves[:3], leaves[3], m["depths"], None, offs, ids, 512, 512, 16, ops.SORTED, [0.3, 1.5, 0.05], 0)
+    out = ops.rasterize(*leaves[:3], leaves[3], m["depths"], None, offs, ids, 512, 512, 16, ops.SORTED, [0.3, 1.5, 0.05], "auto")
     t2 = time.perf_counter()
     (out[0].sum() + out[1].sum()).backward()
     t3 = time.perf_counter()

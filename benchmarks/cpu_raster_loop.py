@@ -47,17 +47,17 @@ def main(argv=None) -> int:
         render_mod.ops = ops
     args, kw = captured[0]
     with torch.no_grad():
-        render, alphas, last_ids, aux, stats = raster(*args, **kw)
+        render, alphas, last_ids, aux, stats, plan = raster(*args, **kw)
         ts = []
         for _ in range(a.iters):
             t0 = time.perf_counter()
             if a.op == "fwd":
                 raster(*args, **kw)
             else:
-                (means2d, conics, opac, colors, depths, bgs, offsets, ids, w, h, tile, mode, wp, impl) = args[:14]
+                (means2d, conics, opac, colors, depths, bgs, offsets, ids, w, h, tile, mode, wp) = args[:13]
                 torch.ops.gsrender.rasterize_bwd(means2d, conics, opac, colors, depths, bgs, offsets, ids, w, h, tile,
                                                  mode, list(wp), render, alphas, last_ids, aux,
-                                                 torch.ones_like(render), torch.ones_like(alphas), impl, False)
+                                                 torch.ones_like(render), torch.ones_like(alphas), plan)
             ts.append((time.perf_counter() - t0) * 1e3)
     print(f"{a.op} D={a.D} CH={args[3].shape[-1]} median {statistics.median(ts):.1f} ms  "
           f"stats (listed, alpha-evaluated, contributing lanes) {stats.sum(0).tolist()}  pairs {args[7].numel()}")

@@ -8,6 +8,7 @@
 
 #include "cpu/isa.h"
 #include "gsrender/common.h"
+#include "gsrender/raster_plan.h"
 #include "gsrender/validation.h"
 
 namespace {
@@ -48,6 +49,44 @@ PyObject* py_contract(PyObject*, PyObject*) {
                        "transmittance_min", gsrender::kTransmittanceMin);
 }
 
+// The rasterize plan's names (gsrender/raster_plan.h), indexed by the enums' values: Python's
+// names for the kernels and precisions are these.
+PyObject* names_list(const char* const* names, int n) {
+  PyObject* out = PyList_New(n);
+  for (int i = 0; i < n; ++i) PyList_SET_ITEM(out, i, PyUnicode_FromString(names[i]));
+  return out;
+}
+
+PyObject* py_raster_kernels(PyObject*, PyObject*) {
+  return names_list(gsrender::kRasterKernelNames, gsrender::kNumRasterKernels);
+}
+
+PyObject* py_raster_precisions(PyObject*, PyObject*) {
+  return names_list(gsrender::kRasterPrecisionNames, gsrender::kNumRasterPrecisions);
+}
+
+// plan_raster(precision, sorted, deterministic, cuda, float32, tile_size, cc_major) ->
+// (forward, backward) kernel values: the plan rasterize_fwd makes for that target, for any
+// target (the CUDA plans are testable, and written into kernel cases, without a GPU).
+PyObject* py_plan_raster(PyObject*, PyObject* args) {
+  const char* precision;
+  Py_ssize_t n;
+  int sorted, deterministic, cuda, float32, tile_size, cc_major;
+  if (!PyArg_ParseTuple(args, "s#ppppii", &precision, &n, &sorted, &deterministic, &cuda,
+                        &float32, &tile_size, &cc_major))
+    return nullptr;
+  gsrender::RasterPrecision p;
+  if (!gsrender::parse_raster_precision(precision, static_cast<size_t>(n), &p)) {
+    PyErr_Format(PyExc_ValueError, "precision must be one of %s, got '%s'",
+                 gsrender::kRasterPrecisionChoices, precision);
+    return nullptr;
+  }
+  const gsrender::RasterPlan plan = gsrender::make_raster_plan(
+      p, sorted, deterministic, {cuda != 0, float32 != 0, tile_size, cc_major});
+  return Py_BuildValue("(LL)", static_cast<long long>(plan.forward),
+                       static_cast<long long>(plan.backward));
+}
+
 PyObject* py_validation(PyObject*, PyObject*) { return PyBool_FromLong(gsrender::validation_enabled()); }
 
 PyObject* py_set_validation(PyObject*, PyObject* arg) {
@@ -62,6 +101,13 @@ PyObject* py_set_validation(PyObject*, PyObject* arg) {
 PyMethodDef methods[] = {
     {"contract", py_contract, METH_NOARGS,
      "contract() -> dict: the alpha cut (and its reciprocal), alpha clamp and transmittance stop"},
+    {"raster_kernels", py_raster_kernels, METH_NOARGS,
+     "raster_kernels() -> list[str]: the rasterize kernels' names, by the plan's values"},
+    {"raster_precisions", py_raster_precisions, METH_NOARGS,
+     "raster_precisions() -> list[str]: the precision strings rasterize_fwd takes"},
+    {"plan_raster", py_plan_raster, METH_VARARGS,
+     "plan_raster(precision, sorted, deterministic, cuda, float32, tile_size, cc_major) -> "
+     "(forward, backward): the kernels rasterize_fwd would plan for that target"},
     {"validation", py_validation, METH_NOARGS,
      "validation() -> bool: whether CUDA calls check tensor values (gsrender/validation.h)"},
     {"set_validation", py_set_validation, METH_O,
@@ -128,32 +174,31 @@ TORCH_LIBRARY(gsrender, m) {
 
   // Per-pixel accumulation in the matrix formulation (docs/design.md §4). colors carries every channel
   // rendered in this pass (RGB, depth, features): [C,N,CH]. mode 0 = sorted, 1 = weighted
-  // (weight_params = [sigma, beta, w_bg]). impl: 0 = matrix (CUDA: Tensor Cores, fp16 operands),
-  // 1 = scalar per-pixel loop, 2 = matrix with bf16 operands, 3 = matrix with tf32 operands (the
-  // CPU runs every matrix impl as an fp32 GEMM; see RasterImpl in raster_checks.h).
+  // (weight_params = [sigma, beta, w_bg]). precision: 'fp32' = the exact scalar per-pixel loop
+  // (CPU weighted mode: the fp32 GEMM), 'auto' / 'fp16' / 'bf16' / 'tf32' = the matrix kernel
+  // (CUDA: Tensor Core operands of that type, 'auto' = fp16, where they run; the CPU runs an fp32
+  // GEMM for all). deterministic: the backward this forward plans reduces in a fixed order.
+  // The op makes the launch plan (gsrender/raster_plan.h) once and returns it.
   // means2d [C,N,2], conics [C,N,3], opacities [C,N], depths [C,N], backgrounds [C,CH] or None
   // -> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32 (one past the last tile-list
   //    entry a pixel used), aux [C,H,W] (weighted mode: the weight sum; sorted: T_final),
-  //    stats [C,3] int64 (tile-list pairs, packed pairs evaluated, pairs that contributed)
-  // deterministic: not read by the forward (deterministic already); the autograd formula passes
-  // it on to rasterize_bwd.
+  //    stats [C,3] int64 (tile-list pairs, packed pairs evaluated, pairs that contributed),
+  //    plan [2] int64 on the CPU (the forward and backward kernel, RasterKernel values)
   m.def(
       "rasterize_fwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
       "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "
-      "int height, int tile_size, int mode, float[] weight_params, int impl, "
+      "int height, int tile_size, int mode, float[] weight_params, str precision=\"auto\", "
       "bool deterministic=False) "
-      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
   // -> v_means2d [C,N,2], v_conics [C,N,3], v_opacities [C,N], v_colors [C,N,CH],
-  //    v_depths [C,N] (weighted mode only; zeros when sorted), v_backgrounds [C,CH]; impl as
-  //    rasterize_fwd's (the forward's impl: CUDA runs the Tensor Core backward for f16/bf16);
-  //    deterministic: a fixed reduction order, bitwise-reproducible gradients (det_reduce.h; on
-  //    CUDA the exact fp32/fp64 scalar backward for every impl)
+  //    v_depths [C,N] (weighted mode only; zeros when sorted), v_backgrounds [C,CH]; plan: the
+  //    forward's, whose backward kernel runs (Tensor Core for f16/bf16 forwards, the fixed-order
+  //    det_reduce.h reduction when the forward was asked for deterministic)
   m.def(
       "rasterize_bwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
       "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "
       "int height, int tile_size, int mode, float[] weight_params, Tensor render, Tensor alphas, "
-      "Tensor last_ids, Tensor aux, Tensor v_render, Tensor v_alphas, int impl=0, "
-      "bool deterministic=False) "
+      "Tensor last_ids, Tensor aux, Tensor v_render, Tensor v_alphas, Tensor plan) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
 
   // SplitGS-Loc composition-weight statistics (sorted-mode weights w = α·T, docs/design.md §7), over the

@@ -27,7 +27,7 @@ from gsrender.io.cameras import Camera, stack_cameras
 from gsrender.io.paths import safe_join
 
 __all__ = ["UP_AXES", "WORLD_UP", "Camera", "cameras_from_json", "cameras_to_json", "intrinsics",
-           "load_cameras_json", "look_at", "orbit_cameras", "rig", "save_cameras_json", "scene_orbit",
+           "load_cameras_json", "look_at", "orbit_cameras", "pinhole", "rig", "save_cameras_json", "scene_orbit",
            "stack_cameras"]
 
 WORLD_UP = (0.0, 0.0, 1.0)  # gsrender.synthetic's scenes: +z up, ground at z = 0
@@ -81,16 +81,21 @@ def _up_vector(up) -> torch.Tensor:
 # intrinsics and poses
 
 
-def intrinsics(width: int, height: int, fov_deg: float = 60.0) -> torch.Tensor:
-    """Pinhole K [3,3] with *horizontal* field of view fov_deg, square pixels (fy = fx) and the
-    principal point at the image centre (W/2, H/2)."""
+def pinhole(width: int, height: int, focal: float, dtype=torch.float32) -> torch.Tensor:
+    """Pinhole K [3,3] with focal length `focal` px on both axes (square pixels) and the principal
+    point at the image centre (W/2, H/2)."""
+    return torch.tensor([[focal, 0.0, width / 2], [0.0, focal, height / 2], [0.0, 0.0, 1.0]],
+                        dtype=dtype)
+
+
+def intrinsics(width: int, height: int, fov_deg: float = 60.0, dtype=torch.float32) -> torch.Tensor:
+    """pinhole K [3,3] with *horizontal* field of view fov_deg."""
     width = check_int(width, "width")
     height = check_int(height, "height")
     fov = float(fov_deg)
     if not 0.0 < fov < 180.0:
         raise ValueError(f"fov_deg: must be in (0, 180), got {fov_deg}")
-    f = 0.5 * width / math.tan(math.radians(fov) / 2)
-    return torch.tensor([[f, 0.0, width / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]], dtype=torch.float32)
+    return pinhole(width, height, 0.5 * width / math.tan(math.radians(fov) / 2), dtype)
 
 
 def look_at(eye, target, up=WORLD_UP) -> torch.Tensor:

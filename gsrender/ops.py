@@ -6,14 +6,22 @@ from collections.abc import Sequence
 
 import torch
 
-from gsrender import _C  # noqa: F401  (loads the library: op schemas and kernels)
+from gsrender import _C  # loads the library: op schemas and kernels
 
 _ops = torch.ops.gsrender
 
 SORTED, WEIGHTED = 0, 1
-# rasterize_fwd's impl (RasterImpl in csrc/include/gsrender/raster_checks.h): the matrix impls
-# pick the Tensor Core operand type on CUDA; the CPU runs all of them as an fp32 GEMM.
-IMPL_MATRIX, IMPL_SCALAR, IMPL_MATRIX_BF16, IMPL_MATRIX_TF32 = 0, 1, 2, 3
+# rasterize_fwd's precision strings and the kernels its launch plan names, by the plan's values
+# (RasterPrecision / RasterKernel in csrc/include/gsrender/raster_plan.h, read from there).
+PRECISIONS = tuple(_C.raster_precisions())
+KERNELS = tuple(_C.raster_kernels())
+
+
+def plan_kernels(plan: torch.Tensor) -> dict:
+    """rasterize's plan output ([2] int64 on the CPU) -> {"forward": name, "backward": name}.
+    Reads a CPU tensor: no device sync."""
+    fwd, bwd = plan.tolist()
+    return {"forward": KERNELS[fwd], "backward": KERNELS[bwd]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,51 +125,54 @@ def _bin_tiles_fake(means2d, radii, depths, width, height, tile_size, sort, coni
 
 def rasterize(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids,
               width: int, height: int, tile_size: int, mode: int, weight_params: Sequence[float],
-              impl: int, deterministic: bool = False):
-    """-> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32, aux [C,H,W], stats [C,3].
+              precision: str = "auto", deterministic: bool = False):
+    """-> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32, aux [C,H,W], stats [C,3],
+    plan [2] int64 (CPU).
     colors [C,N,CH]: every composited channel (render.py packs RGB, the depth z, then the
     features: CH = 4 + D), so render holds them in that order. aux is what the backward needs per pixel:
     sorted mode the final transmittance T_final, weighted mode the normaliser Σw + w_bg.
+    precision: one of PRECISIONS; the op plans the forward and backward kernels from it once
+    (plan_kernels(plan) names them) and the backward runs the planned one.
     deterministic: the backward reduces in a fixed order (bitwise-reproducible gradients)."""
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
     return _ops.rasterize_fwd(means2d, conics, opacities, colors, depths, backgrounds,
                               tile_offsets, flatten_ids, width, height, tile_size, mode,
-                              list(weight_params), impl, deterministic)
+                              list(weight_params), precision, deterministic)
 
 
 @torch.library.register_fake("gsrender::rasterize_fwd")
 def _rasterize_fake(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
-                    flatten_ids, width, height, tile_size, mode, weight_params, impl,
+                    flatten_ids, width, height, tile_size, mode, weight_params, precision="auto",
                     deterministic=False):
     C, CH = means2d.shape[0], colors.shape[2]
     f = means2d.new_empty
     return (f((C, height, width, CH)), f((C, height, width, 1)),
             f((C, height, width), dtype=torch.int32), f((C, height, width)),
-            f((C, 3), dtype=torch.int64))
+            f((C, 3), dtype=torch.int64), torch.empty(2, dtype=torch.int64, device="cpu"))
 
 
 def _rasterize_setup(ctx, inputs, output):
     (means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids, width,
-     height, tile_size, mode, weight_params, impl, deterministic) = inputs
-    render, alphas, last_ids, aux, _ = output
+     height, tile_size, mode, weight_params, _, _) = inputs
+    render, alphas, last_ids, aux, _, plan = output
     ctx.has_bg = backgrounds is not None
     ctx.save_for_backward(means2d, conics, opacities, colors, depths,
                           backgrounds if backgrounds is not None else means2d.new_empty(0),
-                          tile_offsets, flatten_ids, render, alphas, last_ids, aux)
-    ctx.args = (width, height, tile_size, mode, list(weight_params), impl, deterministic)
+                          tile_offsets, flatten_ids, render, alphas, last_ids, aux, plan)
+    ctx.args = (width, height, tile_size, mode, list(weight_params))
 
 
-def _rasterize_backward(ctx, v_render, v_alphas, v_last_ids, v_aux, v_stats):
+def _rasterize_backward(ctx, v_render, v_alphas, v_last_ids, v_aux, v_stats, v_plan):
     (means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids, render,
-     alphas, last_ids, aux) = ctx.saved_tensors
-    width, height, tile_size, mode, weight_params, impl, deterministic = ctx.args
+     alphas, last_ids, aux, plan) = ctx.saved_tensors
+    width, height, tile_size, mode, weight_params = ctx.args
     v_render = torch.zeros_like(render) if v_render is None else v_render.contiguous()
     v_alphas = torch.zeros_like(alphas) if v_alphas is None else v_alphas.contiguous()
     v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds = _ops.rasterize_bwd(
         means2d, conics, opacities, colors, depths, backgrounds if ctx.has_bg else None,
         tile_offsets, flatten_ids, width, height, tile_size, mode, weight_params, render, alphas,
-        last_ids, aux, v_render, v_alphas, impl, deterministic)
+        last_ids, aux, v_render, v_alphas, plan)
     return (v_means2d, v_conics, v_opacities, v_colors, v_depths,
             v_backgrounds if ctx.has_bg else None, None, None, None, None, None, None, None, None,
             None)
@@ -174,7 +185,7 @@ torch.library.register_autograd("gsrender::rasterize_fwd", _rasterize_backward,
 @torch.library.register_fake("gsrender::rasterize_bwd")
 def _rasterize_bwd_fake(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                         flatten_ids, width, height, tile_size, mode, weight_params, render, alphas,
-                        last_ids, aux, v_render, v_alphas, impl=0, deterministic=False):
+                        last_ids, aux, v_render, v_alphas, plan):
     C, N, CH = colors.shape
     f = means2d.new_empty
     return f((C, N, 2)), f((C, N, 3)), f((C, N)), f((C, N, CH)), f((C, N)), f((C, CH))

@@ -14,7 +14,7 @@ from gsrender import validate as V
 MAX_FEATURES = 1024
 # Weighted (sort-free) mode: φ(z) = exp(−sigma·z^beta), background weight w_bg.
 DEFAULT_WEIGHT_PARAMS = (0.05, 1.0, 1e-3)
-PRECISIONS = ("auto", "fp32", "tf32", "fp16", "bf16")
+PRECISIONS = ops.PRECISIONS  # ("auto", "fp32", "tf32", "fp16", "bf16"), from raster_plan.h
 MODES = ("sorted", "weighted")
 BACKENDS = ("auto", "cpu", "cuda")
 
@@ -85,15 +85,6 @@ def _check_values(scales, quats, opacities, Ks):
         raise ValueError("opacities must lie in [0, 1] (pass activated opacities, e.g. sigmoid)")
     if bool((Ks[:, 0, 0] <= 0).any() or (Ks[:, 1, 1] <= 0).any()):
         raise ValueError("Ks must have positive focal lengths fx, fy")
-
-
-def _impl_for(precision: str, mode: str, device: torch.device) -> int:
-    # fp32 is the exact scalar per-pixel loop (the in-house baseline; on the CPU the weighted mode
-    # has only the matrix path, which accumulates in exact fp32 there). The other precisions pick
-    # the Tensor Core operand type on CUDA ("auto" = fp16); the CPU GEMM is fp32 for all of them.
-    if precision == "fp32":
-        return ops.IMPL_SCALAR if mode == "sorted" or device.type == "cuda" else ops.IMPL_MATRIX
-    return {"bf16": ops.IMPL_MATRIX_BF16, "tf32": ops.IMPL_MATRIX_TF32}.get(precision, ops.IMPL_MATRIX)
 
 
 def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
@@ -171,19 +162,25 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
                                                   height, tile_size, mode == "sorted",
                                                   conics.detach(), opac2d.detach())
     with clock("raster_fwd"):
-        render, alphas, _, _, stats = ops.rasterize(
+        render, alphas, _, _, stats, plan = ops.rasterize(
             means2d, conics, opac2d, chans, depths, bg, tile_offsets, flatten_ids, width, height,
             tile_size, ops.SORTED if mode == "sorted" else ops.WEIGHTED,
-            [float(v) for v in weight_params], _impl_for(precision, mode, means2d.device),
-            deterministic)
+            [float(v) for v in weight_params], precision, deterministic)
     meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
             "opacities": opac2d, "tile_offsets": tile_offsets, "flatten_ids": flatten_ids,
             "n_intersections": flatten_ids.shape[0], "tile_width": -(-width // tile_size),
-            "tile_height": -(-height // tile_size), "stats": stats}
+            "tile_height": -(-height // tile_size), "stats": stats, "plan": plan}
     if profile:
         meta["timings_ms"] = timings
     return RenderOutput(colors=render[..., :3], depths=render[..., 3:4], alphas=alphas,
                         features=render[..., 4:] if features is not None else None, meta=meta)
+
+
+def raster_plan(meta: dict) -> dict:
+    """The kernels rasterize ran and its backward runs: {"forward": name, "backward": name}
+    (names: ops.KERNELS, e.g. "mma_f16", "scalar", "matrix_det"), from meta["plan"] (a CPU
+    tensor, so reading it costs no device sync)."""
+    return ops.plan_kernels(meta["plan"])
 
 
 def packing_efficiency(meta: dict) -> float:

@@ -410,8 +410,9 @@ def _raw_args(dtype=F32) -> dict[str, tuple]:
     dirs, coeffs = rnd(C, N, 3), rnd(N, 16, 3)
     offsets, ids = OPS.bin_tiles(m2d, radii, depths, W, H, TILE, True)
     colors, bg = rnd(C, N, 5), rnd(C, 5)
-    rf = (m2d, conics, o2d, colors, depths, bg, offsets, ids, W, H, TILE, 0, [0.05, 1.0, 1e-3], 0)
-    render, alphas, last_ids, aux, _ = OPS.rasterize_fwd(*rf)
+    rf = (m2d, conics, o2d, colors, depths, bg, offsets, ids, W, H, TILE, 0, [0.05, 1.0, 1e-3],
+          "auto")
+    render, alphas, last_ids, aux, _, plan = OPS.rasterize_fwd(*rf)
     return {
         "project_fwd": pf,
         "project_bwd": pf[:9] + (False, radii, rnd(C, N, 2), rnd(C, N), rnd(C, N, 3), rnd(C, N)),
@@ -420,7 +421,7 @@ def _raw_args(dtype=F32) -> dict[str, tuple]:
         "bin_tiles": (m2d, radii, depths, W, H, TILE, True),
         "rasterize_fwd": rf,
         "rasterize_bwd": rf[:13] + (render, alphas, last_ids, aux, rnd(*render.shape),
-                                    rnd(*alphas.shape)),
+                                    rnd(*alphas.shape), plan),
     }
 
 
@@ -521,7 +522,8 @@ def test_raw_op_bad_tile_size(raw_f32, op, index, value):
     ("project_fwd", 8, -1.0, "eps2d"), ("project_bwd", 8, -1.0, "eps2d"),
     ("sh_fwd", 0, -1, "degree"), ("sh_fwd", 0, 4, "degree"), ("sh_bwd", 0, 4, "degree"),
     ("rasterize_fwd", 11, 2, "mode"), ("rasterize_fwd", 11, -1, "mode"),
-    ("rasterize_fwd", 13, 4, "impl"), ("rasterize_bwd", 11, 2, "mode")])
+    ("rasterize_fwd", 13, "fp64", "precision"), ("rasterize_fwd", 13, "", "precision"),
+    ("rasterize_bwd", 11, 2, "mode")])
 def test_raw_op_bad_scalar(raw_f32, op, index, value, name):
     _raises(ValueError, name, _call, op, raw_f32[op], index, value)
 
@@ -538,8 +540,15 @@ def test_raw_rasterize_weighted_needs_weight_params(raw_f32):
     for wp in ([], [0.1, 1.0], [0.1, -1.0, 1e-3]):
         a[12] = wp
         _raises(ValueError, "weight_params", OPS.rasterize_fwd, *a)
-    a[11], a[12], a[13] = 1, [0.05, 1.0, 1e-3], 1
-    _raises(ValueError, "scalar", OPS.rasterize_fwd, *a)  # the scalar impl is sorted only
+
+
+@pytest.mark.parametrize("plan, error", [
+    (torch.tensor([1, 1, 1]), ValueError), (torch.tensor([1.0, 1.0]), TypeError),
+    (torch.tensor([1, 7]), ValueError), (torch.tensor([1, -1]), ValueError),
+    (torch.tensor([1, 2]), ValueError),  # mma_f16: a CUDA kernel
+    (torch.tensor([1, 0]), ValueError)])  # scalar: the CPU backward is matrix / matrix_det
+def test_raw_rasterize_bwd_bad_plan(raw_f32, plan, error):
+    _raises(error, "plan", _call, "rasterize_bwd", raw_f32["rasterize_bwd"], 19, plan)
 
 
 # -------------------------------------------------- raw rasterize ops: corrupted binning arrays
@@ -609,12 +618,12 @@ _LAST_IDS_CRASH = """
     opac, colors, depths = torch.full((1, 4), 0.5), torch.rand(1, 4, 4), torch.arange(1.0, 5.0)[None]
     offsets, ids = torch.tensor([[[0, 0]]], dtype=torch.int32), torch.arange(4, dtype=torch.int32)
     args = (m2d, conics, opac, colors, depths, None, offsets, ids, 32, 16, 16, 0, [])
-    render, alphas, last, aux, _ = O.rasterize_fwd(*args, 0)
+    render, alphas, last, aux, _, plan = O.rasterize_fwd(*args, "auto")
     last = last.clone()
     last[:, :, :16] = 4  # in [0, len(flatten_ids)], but past the end of tile 0's (empty) run
     try:
         O.rasterize_bwd(*args, render, alphas, last, aux, torch.ones_like(render),
-                        torch.ones_like(alphas))
+                        torch.ones_like(alphas), plan)
         print("RESULT returned")
     except (ValueError, TypeError) as e:
         print("RESULT", type(e).__name__, e)

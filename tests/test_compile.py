@@ -155,9 +155,9 @@ def _ops_fn(mode: int, sh_degree: int):
         chans = torch.cat([rgb, depths[..., None], features.expand(C, N, -1)], -1).contiguous()
         bg = torch.cat([backgrounds, backgrounds.new_zeros(C, chans.shape[-1] - 3)], -1)
         offsets, ids = ops.bin_tiles(means2d.detach(), radii, depths.detach(), W, H, 16, mode == 0)
-        render, alphas, _, _, _ = ops.rasterize(means2d, conics, opac2d, chans, depths,
-                                                bg.contiguous(), offsets, ids, W, H, 16, mode,
-                                                [0.05, 1.0, 1e-3], ops.IMPL_MATRIX)
+        render, alphas, *_ = ops.rasterize(means2d, conics, opac2d, chans, depths,
+                                           bg.contiguous(), offsets, ids, W, H, 16, mode,
+                                           [0.05, 1.0, 1e-3], "auto")
         return render, alphas
 
     return f

@@ -95,14 +95,14 @@ def test_bin_tiles_empty_and_all_culled():
 # ------------------------------------------------------------------------------ rasterization
 
 
-def _raster(s, tile_size, mode, bg, impl=ops.IMPL_SCALAR, grad_seed=None):
+def _raster(s, tile_size, mode, bg, precision="fp32", grad_seed=None):
     sort = mode == ops.SORTED
     off, ids = _bin(s, tile_size, sort)
     leaves = {k: s[k].clone().requires_grad_(grad_seed is not None)
               for k in ("means2d", "conics", "opacities", "colors", "depths", "backgrounds")}
     out = ops.rasterize(leaves["means2d"], leaves["conics"], leaves["opacities"],
                         leaves["colors"], leaves["depths"], leaves["backgrounds"] if bg else None,
-                        off, ids, s["width"], s["height"], tile_size, mode, WP, impl)
+                        off, ids, s["width"], s["height"], tile_size, mode, WP, precision)
     grads = None
     if grad_seed is not None:
         render, alphas = out[0], out[1]
@@ -121,9 +121,9 @@ def _raster(s, tile_size, mode, bg, impl=ops.IMPL_SCALAR, grad_seed=None):
 def test_rasterize_matches_cpu(dtype, mode, D):
     s = _screen_scene(10 + D, dtype, N=200 if D > 64 else 300, D=D)
     bg = D != 16  # one run without backgrounds
-    (r_c, a_c, l_c, x_c, st_c), g_c = _raster(s, 16, mode, bg, ops.IMPL_MATRIX, grad_seed=5)
-    (r_g, a_g, l_g, x_g, st_g), g_g = _raster(_to(s, "cuda"), 16, mode, bg, ops.IMPL_SCALAR,
-                                              grad_seed=5)
+    (r_c, a_c, l_c, x_c, st_c, _), g_c = _raster(s, 16, mode, bg, "auto", grad_seed=5)
+    (r_g, a_g, l_g, x_g, st_g, _), g_g = _raster(_to(s, "cuda"), 16, mode, bg, "fp32",
+                                                      grad_seed=5)
     if dtype == F64:
         torch.testing.assert_close(r_g, r_c, rtol=1e-9, atol=1e-9)
         torch.testing.assert_close(a_g, a_c, rtol=1e-9, atol=1e-9)
@@ -158,20 +158,24 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 
 # Tensor Core kernel (float32, 16×16 tiles, sm_80+) vs the CPU: fp16 must keep RGB at ≥ 50 dB and
 # features at cosine ≥ 0.9999 (issue #3); bf16 has 8 mantissa bits, so its bars are lower.
-MMA_BARS = {ops.IMPL_MATRIX: (50.0, 0.9999), ops.IMPL_MATRIX_TF32: (50.0, 0.9999),
-            ops.IMPL_MATRIX_BF16: (38.0, 0.999)}
+MMA_BARS = {"fp16": (50.0, 0.9999), "tf32": (50.0, 0.9999), "bf16": (38.0, 0.999)}
 
 
 @pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 8,
                     reason="the Tensor Core kernel needs sm_80+")
-@pytest.mark.parametrize("impl", list(MMA_BARS))
+@pytest.mark.parametrize("precision", list(MMA_BARS))
 @pytest.mark.parametrize("mode", [ops.SORTED, ops.WEIGHTED])
 @pytest.mark.parametrize("D", [1, 3, 16, 64, 255, 512])
-def test_mma_rasterize_matches_cpu(impl, mode, D):
+def test_mma_rasterize_matches_cpu(precision, mode, D):
     s = _screen_scene(40 + D, F32, N=200 if D > 64 else 300, D=D)
-    (r_c, a_c, l_c, x_c, st_c), g_c = _raster(s, 16, mode, True, ops.IMPL_MATRIX, grad_seed=7)
-    (r_g, a_g, l_g, x_g, st_g), g_g = _raster(_to(s, "cuda"), 16, mode, True, impl, grad_seed=7)
-    psnr_bar, cos_bar = MMA_BARS[impl]
+    (r_c, a_c, l_c, x_c, st_c, _), g_c = _raster(s, 16, mode, True, "auto", grad_seed=7)
+    (r_g, a_g, l_g, x_g, st_g, plan_g), g_g = _raster(_to(s, "cuda"), 16, mode, True, precision,
+                                                      grad_seed=7)
+    # the plan ran the Tensor Cores of that operand type, and their backward where one exists
+    mma = "mma_" + precision.replace("fp", "f")
+    assert ops.plan_kernels(plan_g) == {"forward": mma,
+                                        "backward": "scalar" if precision == "tf32" else mma}
+    psnr_bar, cos_bar = MMA_BARS[precision]
     rgb = slice(0, min(D, 3))
     assert _psnr(r_g[..., rgb], r_c[..., rgb]) >= psnr_bar
     assert _cos(r_g, r_c) >= cos_bar
@@ -194,8 +198,8 @@ def test_mma_partial_tiles_and_empty_lists():
     # an image that is not a multiple of 16 and a tile list with gaps: pixels outside the image
     # are never written, tiles without Gaussians give the background
     s = _screen_scene(77, F32, N=40, width=37, height=21, D=5)
-    (r_c, a_c, *_), _ = _raster(s, 16, ops.SORTED, True, ops.IMPL_MATRIX)
-    (r_g, a_g, *_), _ = _raster(_to(s, "cuda"), 16, ops.SORTED, True, ops.IMPL_MATRIX)
+    (r_c, a_c, *_), _ = _raster(s, 16, ops.SORTED, True, "auto")
+    (r_g, a_g, *_), _ = _raster(_to(s, "cuda"), 16, ops.SORTED, True, "auto")
     assert _psnr(r_g, r_c) >= 50.0
     assert float((a_g - a_c).abs().max()) < 1e-3
 
@@ -206,8 +210,8 @@ def test_mma_channels_beyond_fp16_range():
     s = _screen_scene(88, F32, D=4)
     s["colors"][..., 3] = s["depths"] * 1e5  # depth-like channel up to ~1e6
     s["colors"][..., 0] *= 1e-4              # and a tiny one
-    (r_c, *_), _ = _raster(s, 16, ops.SORTED, False, ops.IMPL_MATRIX)
-    (r_g, *_), _ = _raster(_to(s, "cuda"), 16, ops.SORTED, False, ops.IMPL_MATRIX)
+    (r_c, *_), _ = _raster(s, 16, ops.SORTED, False, "auto")
+    (r_g, *_), _ = _raster(_to(s, "cuda"), 16, ops.SORTED, False, "auto")
     assert bool(torch.isfinite(r_g).all())
     for ch in range(4):
         assert _cos(r_g[..., ch], r_c[..., ch]) >= 0.9999, ch
@@ -216,8 +220,8 @@ def test_mma_channels_beyond_fp16_range():
 @pytest.mark.parametrize("tile_size", [8, 5, 13])
 def test_rasterize_other_tile_sizes(tile_size):
     s = _screen_scene(3, F64, D=4)
-    (r_c, a_c, _, _, _), g_c = _raster(s, tile_size, ops.SORTED, True, grad_seed=1)
-    (r_g, a_g, _, _, _), g_g = _raster(_to(s, "cuda"), tile_size, ops.SORTED, True, grad_seed=1)
+    (r_c, a_c, *_), g_c = _raster(s, tile_size, ops.SORTED, True, grad_seed=1)
+    (r_g, a_g, *_), g_g = _raster(_to(s, "cuda"), tile_size, ops.SORTED, True, grad_seed=1)
     torch.testing.assert_close(r_g, r_c, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(a_g, a_c, rtol=1e-9, atol=1e-9)
     for k in g_c:
@@ -229,7 +233,7 @@ def test_rasterize_bad_inputs():
     off, ids = _bin(s, 16, True)
     args = lambda o, i, ts=16: (s["means2d"], s["conics"], s["opacities"], s["colors"],
                                 s["depths"], None, o, i, s["width"], s["height"], ts,
-                                ops.SORTED, WP, ops.IMPL_SCALAR)
+                                ops.SORTED, WP, "fp32")
     with pytest.raises(ValueError, match="tile_size"):
         off32, ids32 = _bin(s, 32, True)
         ops.rasterize(*args(off32, ids32, 32))

@@ -24,12 +24,12 @@ def _mode_id(mode: str) -> int:
     return ops.SORTED if mode == "sorted" else ops.WEIGHTED
 
 
-def _op(t: dict, radii, W, H, mode, deterministic, tile_size=8, impl=ops.IMPL_MATRIX):
+def _op(t: dict, radii, W, H, mode, deterministic, tile_size=8, precision="auto"):
     offsets, ids = ops.bin_tiles(t["means2d"].detach(), radii, t["depths"].detach(), W, H,
                                  tile_size, mode == "sorted")
     render, alphas, *_ = ops.rasterize(
         t["means2d"], t["conics"], t["opacities"], t["colors"], t["depths"], t["backgrounds"],
-        offsets, ids, W, H, tile_size, _mode_id(mode), list(_wp(mode)), impl, deterministic)
+        offsets, ids, W, H, tile_size, _mode_id(mode), list(_wp(mode)), precision, deterministic)
     return render, alphas
 
 
@@ -125,11 +125,12 @@ def test_gradcheck_float64(mode):
 def test_opcheck_rasterize_bwd_deterministic(mode):
     ins = _raster_inputs(F32, mode, True)
     common = (*ins, OW, OH, TILE, mode, WEIGHT_PARAMS)
-    render, alphas, last_ids, aux, _ = torch.ops.gsrender.rasterize_fwd(*common, 0)
+    render, alphas, last_ids, aux, _, plan = torch.ops.gsrender.rasterize_fwd(*common, "auto", True)
+    assert ops.plan_kernels(plan)["backward"] == "matrix_det"
     g = torch.Generator().manual_seed(5)
     v_render, v_alphas = _randn(g, *render.shape, dtype=F32), _randn(g, *alphas.shape, dtype=F32)
     _opcheck(torch.ops.gsrender.rasterize_bwd,
-             (*common, render, alphas, last_ids, aux, v_render, v_alphas, 0, True))
+             (*common, render, alphas, last_ids, aux, v_render, v_alphas, plan))
 
 
 def _scene_args(D=4):
@@ -164,7 +165,7 @@ def test_rasterize_option_and_global_flag():
     with pytest.raises(TypeError, match="deterministic"):
         gsrender.rasterize(*leaves, 32, 24, deterministic=1)
     with pytest.raises(TypeError, match="deterministic"):
-        ops.rasterize(*([None] * 8), 32, 24, 16, 0, [0.0, 1.0, 0.0], 0, deterministic="yes")
+        ops.rasterize(*([None] * 8), 32, 24, 16, 0, [0.0, 1.0, 0.0], "auto", deterministic="yes")
     prev = torch.are_deterministic_algorithms_enabled()
     try:
         torch.use_deterministic_algorithms(True)
@@ -178,22 +179,19 @@ def test_rasterize_option_and_global_flag():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("impl", [ops.IMPL_MATRIX, ops.IMPL_SCALAR, ops.IMPL_MATRIX_BF16,
-                                  ops.IMPL_MATRIX_TF32])
+@pytest.mark.parametrize("precision", ["fp16", "fp32", "bf16", "tf32"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("D", [4, 64])
-def test_cuda_bitwise_and_close_to_cpu(impl, mode, D):
-    if impl == ops.IMPL_SCALAR and mode == "weighted":
-        pytest.skip("the scalar impl renders sorted mode only")
+def test_cuda_bitwise_and_close_to_cpu(precision, mode, D):
     s = _screen_scene(7 + D, F32, N=300, D=D)
     t = {k: s[k] for k in NAMES}
     W, H, radii = s["width"], s["height"], s["radii"]
     cpu = _grads(t, radii, W, H, mode, True, tile_size=16)
     tg = _to(t, "cuda")
-    first = _grads(tg, radii.cuda(), W, H, mode, True, tile_size=16, impl=impl)
+    first = _grads(tg, radii.cuda(), W, H, mode, True, tile_size=16, precision=precision)
     for _ in range(2):
-        again = _grads(tg, radii.cuda(), W, H, mode, True, tile_size=16, impl=impl)
-        _assert_bitwise(first, again, f"CUDA impl {impl}")
+        again = _grads(tg, radii.cuda(), W, H, mode, True, tile_size=16, precision=precision)
+        _assert_bitwise(first, again, f"CUDA precision {precision}")
     # the bar of test_cuda_raster.py's gradient checks (the matrix forwards round the channels
     # to f16/bf16/tf32, which weighted mode's backward reads through OUT)
     for k, x, y in zip(NAMES, first, cpu):

@@ -67,7 +67,7 @@ def _raster(p, lists, chans, mode, leaves=None):
     offs, ids = lists
     m2d, con, o2d = leaves if leaves is not None else (p["m2d"], p["conics"], p["o2d"])
     return ops.rasterize(m2d, con, o2d, chans, p["depths"], None, offs, ids, p["W"], p["H"], TILE,
-                         ops.SORTED if mode == "sorted" else ops.WEIGHTED, [0.3, 1.5, 0.05], 0)
+                         ops.SORTED if mode == "sorted" else ops.WEIGHTED, [0.3, 1.5, 0.05], "auto")
 
 
 def _bin(p, exact: bool, sort: bool):

@@ -411,7 +411,7 @@ class _Fuzzer:
 
         C, N, W, H, dtype, radii, m2d, depths, conics, o2d = self._projected(draw)
         mode = draw(st.sampled_from([0, 1]))
-        impl = draw(st.sampled_from([0, 1])) if mode == 0 else 0
+        precision = draw(st.sampled_from(["auto", "fp32"]))
         ts = draw(st.sampled_from([1, 4, 8, 16, 64]))
         offsets, ids = self.O.bin_tiles(m2d, radii, depths, W, H, ts, mode == 0)
         offsets, ids = self._binning_mutations(draw, offsets, ids, C, N)
@@ -419,12 +419,12 @@ class _Fuzzer:
         colors = self._fill(draw, (C, N, CH), dtype)
         bg = self._fill(draw, (C, CH), dtype) if draw(st.booleans()) else None
         args = [m2d, conics, o2d, colors, depths, bg, offsets, ids, W, H, ts, mode,
-                [0.05, 1.0, 1e-3], impl]
+                [0.05, 1.0, 1e-3], precision]
         wp = st.lists(self._floats(), max_size=4)
         args = self._mutate(draw, args, [0, 1, 2, 3, 4, 5, 6, 7], {
             8: self._sizes_or_bad(), 9: self._sizes_or_bad(),
             10: st.sampled_from([0, -1, 1, 16, 257]), 11: st.integers(-1, 2), 12: wp,
-            13: st.integers(-1, 2)})
+            13: st.sampled_from(["auto", "fp32", "fp64", ""])})
         return args
 
     def _rasterize_bwd_args(self, draw):
@@ -436,19 +436,20 @@ class _Fuzzer:
 
         t = self.t
         fwd = self._rasterize_fwd_args(draw)
-        fwd[13] = 0
+        fwd[13] = "auto"
         try:
-            render, alphas, last_ids, aux, _ = self.O.rasterize_fwd(*fwd)
+            render, alphas, last_ids, aux, _, plan = self.O.rasterize_fwd(*fwd)
         except self.ALLOWED:
             # invalid forward inputs: backward gets placeholders and must reject the same inputs
             C, H, W = 1, 1, 1
             render, alphas = t.zeros(C, H, W, 1), t.zeros(C, H, W, 1)
             last_ids, aux = t.zeros(C, H, W, dtype=t.int32), t.zeros(C, H, W)
+            plan = t.tensor([1, 1])
         g = t.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
         v_render = t.randn(render.shape, generator=g, dtype=render.dtype)
         v_alphas = t.randn(alphas.shape, generator=g, dtype=alphas.dtype)
-        args = fwd[:13] + [render, alphas, last_ids, aux, v_render, v_alphas]
-        args = self._mutate(draw, args, [0, 1, 2, 3, 4, 5, 13, 14, 16, 17, 18], {}, n_max=2)
+        args = fwd[:13] + [render, alphas, last_ids, aux, v_render, v_alphas, plan]
+        args = self._mutate(draw, args, [0, 1, 2, 3, 4, 5, 13, 14, 16, 17, 18, 19], {}, n_max=2)
         if draw(st.integers(0, 4)) == 0 and last_ids.numel():
             last = last_ids.clone().view(-1)
             M = fwd[7].numel() if isinstance(fwd[7], t.Tensor) else 0
@@ -500,7 +501,7 @@ class _Fuzzer:
         t = self.t
         C, dt, CH, W, H = a[0].shape[0], a[0].dtype, a[3].shape[2], a[8], a[9]
         self._expect(out, [((C, H, W, CH), dt), ((C, H, W, 1), dt), ((C, H, W), t.int32),
-                           ((C, H, W), dt), ((C, 3), t.int64)])
+                           ((C, H, W), dt), ((C, 3), t.int64), ((2,), t.int64)])
         M = a[7].shape[0]
         assert ((out[2] >= 0) & (out[2] <= M)).all(), "last_ids outside [0, M]"
 
@@ -524,7 +525,7 @@ class _Fuzzer:
                 offsets = t.zeros(1, -(-H // ts), -(-W // ts), dtype=t.int32)
                 out = O.rasterize_fwd(m2d, t.tensor([[[0.1, 0.0, 0.1]] * 2]), t.full((1, 2), 0.5),
                                       t.ones(1, 2, 4), depths, None, offsets,
-                                      t.zeros(0, dtype=t.int32), W, H, ts, 0, [], 0)
+                                      t.zeros(0, dtype=t.int32), W, H, ts, 0, [], "auto")
             elif name == "huge_image_bin_tiles":
                 out = O.bin_tiles(m2d, radii, depths, 100_000, 100_000, 16, True)
             elif name == "width_past_int32_bin_tiles":

@@ -236,7 +236,7 @@ def _op(t: dict, radii, W, H, mode: str, tile_size: int = 16):
     render, alphas, *_ = ops.rasterize(
         t["means2d"], t["conics"], t["opacities"], t["colors"], t["depths"], t["backgrounds"],
         offsets, ids, W, H, tile_size, ops.SORTED if mode == "sorted" else ops.WEIGHTED,
-        list(_wp(mode)), ops.IMPL_MATRIX)
+        list(_wp(mode)), "auto")
     return render, alphas
 
 

@@ -136,7 +136,12 @@ def test_standard_set_covers_the_kernels(standard):
         assert D == {3, 4, 16, 40, 64, 130, 512}, prec
     bwd = by_kernel["rasterize_bwd"]
     assert {c.precision for c in bwd} == {"f32", "f16", "bf16"}
-    assert any(c.params["deterministic"] for c in bwd)
+    # each case names the kernel the CUDA launch plan runs for it (tools/kernel_driver runs it)
+    assert {c.params["raster_kernel"] for c in bwd} == {"scalar", "mma_f16", "mma_bf16",
+                                                        "scalar_det"}
+    assert {(c.precision, c.params["raster_kernel"]) for c in fwd} == {
+        ("f32", "scalar"), ("f64", "scalar"), ("f16", "mma_f16"), ("bf16", "mma_bf16"),
+        ("tf32", "mma_tf32")}
     assert {c.params["mode"] for c in bwd} == {0, 1}
     # the Tensor Core bars are the operand precision's; fp32 stays tight
     rules = {c.precision: c.compare["render"]["tol"] for c in fwd}

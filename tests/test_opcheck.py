@@ -162,18 +162,18 @@ def test_opcheck_bin_tiles_no_intersections(dtype):
 # ------------------------------------------------------------------------------ rasterization
 
 
-RASTER_CASES = [  # (mode, impl): sorted matrix, sorted scalar, weighted matrix
-    pytest.param(0, 0, id="sorted-matrix"), pytest.param(0, 1, id="sorted-scalar"),
-    pytest.param(1, 0, id="weighted")]
+RASTER_CASES = [  # (mode, precision): sorted matrix, sorted scalar, weighted matrix
+    pytest.param(0, "auto", id="sorted-matrix"), pytest.param(0, "fp32", id="sorted-scalar"),
+    pytest.param(1, "auto", id="weighted")]
 
 
 @dtypes
-@pytest.mark.parametrize("mode,impl", RASTER_CASES)
+@pytest.mark.parametrize("mode,precision", RASTER_CASES)
 @pytest.mark.parametrize("bg", [True, False], ids=["bg", "nobg"])
-def test_opcheck_rasterize_fwd(dtype, mode, impl, bg):
+def test_opcheck_rasterize_fwd(dtype, mode, precision, bg):
     m2d, conics, o2d, colors, depths, backgrounds, offsets, ids = _raster_inputs(dtype, mode, bg)
     diff = _grad(m2d, conics, o2d, colors, depths) + (_grad(backgrounds)[0] if bg else None,)
-    _opcheck(OPS.rasterize_fwd, (*diff, offsets, ids, W, H, TILE, mode, WEIGHT_PARAMS, impl))
+    _opcheck(OPS.rasterize_fwd, (*diff, offsets, ids, W, H, TILE, mode, WEIGHT_PARAMS, precision))
 
 
 @dtypes
@@ -182,7 +182,7 @@ def test_opcheck_rasterize_fwd(dtype, mode, impl, bg):
 def test_opcheck_rasterize_bwd(dtype, mode, bg):
     ins = _raster_inputs(dtype, mode, bg)
     common = (*ins, W, H, TILE, mode, WEIGHT_PARAMS)
-    render, alphas, last_ids, aux, _ = OPS.rasterize_fwd(*common, 0)
+    render, alphas, last_ids, aux, _, plan = OPS.rasterize_fwd(*common)
     g = torch.Generator().manual_seed(5)
     v_render, v_alphas = _randn(g, *render.shape, dtype=dtype), _randn(g, *alphas.shape, dtype=dtype)
-    _opcheck(OPS.rasterize_bwd, (*common, render, alphas, last_ids, aux, v_render, v_alphas))
+    _opcheck(OPS.rasterize_bwd, (*common, render, alphas, last_ids, aux, v_render, v_alphas, plan))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -80,12 +81,40 @@ def test_default_cuda_raster_path_makes_no_host_sync(validation_off):
         radii, m2d, depths, conics, o2d = ops.project(means, quats, scales, opac, vm, Ks, 32, 24,
                                                       0.3, 0.01, 1e10, 0.0, False)
         chans = torch.cat([colors[None], depths[..., None]], -1).contiguous()
-        for impl in (ops.IMPL_SCALAR, ops.IMPL_MATRIX):
-            render, *_ = ops.rasterize(m2d, conics, o2d, chans, depths, None, offs, ids, 32, 24,
-                                       16, ops.SORTED, [0.05, 1.0, 1e-3], impl, False)
+        for precision, det in (("fp32", False), ("auto", False), ("bf16", False), ("tf32", False),
+                               ("auto", True)):
+            render, *_, plan = ops.rasterize(m2d, conics, o2d, chans, depths, None, offs, ids,
+                                             32, 24, 16, ops.SORTED, [0.05, 1.0, 1e-3],
+                                             precision, det)
+            assert plan.device.type == "cpu"  # the backward reads it without a sync
             render.sum().backward(retain_graph=True)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("mode", ["sorted", "weighted"])
+def test_cuda_rasterize_syncs_once_for_binning(validation_off, mode):
+    # the whole public call, forward and backward: exactly one sync, bin_tiles' intersection
+    # count (docs/design.md, "Host syncs on the CUDA path")
+    means, quats, scales, opac, colors, vm, Ks = _inputs("cuda")
+    for t in (means, scales, colors):
+        t.requires_grad_(True)
+    gsrender.rasterize(means, quats, scales, opac, colors, vm, Ks, 32, 24, mode=mode)  # warm-up
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = gsrender.rasterize(means, quats, scales, opac, colors, vm, Ks, 32, 24,
+                                     mode=mode, features=colors[:, :2] * 2)
+            (out.colors.sum() + out.features.sum() + out.alphas.sum()).backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in seen if "synchroniz" in str(w.message)]
+    assert len(syncs) == 1, [str(w.message) for w in syncs]
+    assert gsrender.raster_plan(out.meta)["forward"] in ops.KERNELS
 
 
 @pytest.mark.cuda

@@ -11,7 +11,7 @@
 
 #include "gsrender/alpha.h"
 #include "gsrender/checks.h"
-#include "gsrender/raster_checks.h"
+#include "gsrender/raster_interface.h"
 #include "gsrender/tiles.h"
 
 namespace gsrender {

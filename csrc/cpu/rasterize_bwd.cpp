@@ -338,8 +338,8 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
                   const at::Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size,
                   int64_t mode, at::ArrayRef<double> weight_params, const at::Tensor& render,
                   const at::Tensor& alphas, const at::Tensor& last_ids, const at::Tensor& aux,
-                  const at::Tensor& v_render, const at::Tensor& v_alphas, int64_t impl,
-                  bool deterministic) {
+                  const at::Tensor& v_render, const at::Tensor& v_alphas,
+                  const at::Tensor& plan) {
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
@@ -347,7 +347,8 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   const int64_t C = means2d.size(0);
   const auto dt = means2d.scalar_type();
   check_raster_grads(in, width, height, render, alphas, last_ids, aux, v_render, v_alphas);
-  check_raster_impl(impl);  // every impl has the same exact fp32/fp64 backward on the CPU
+  const bool deterministic = planned_backward(plan, mode, cpu_raster_target(means2d, tile_size)) ==
+                             RasterKernel::kMatrixDet;
   const auto last_c = last_ids.contiguous();
   {  // each pixel's last_ids must lie inside its own tile's run (the backward indexes by it)
     const int32_t* l = last_c.data_ptr<int32_t>();

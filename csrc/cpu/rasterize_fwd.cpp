@@ -1,7 +1,8 @@
 // CPU forward rasterizer in the matrix formulation (docs/design.md §4), on 8-pixel row segments: per tile
 // row, W (its contributing Gaussians × 8 pixels) from the exact transmittance scan run as vectors
 // over the pixels, then OUT = Wᵀ·F as a register-blocked GEMM (gemm.h). docs/cpu.md walks through
-// it. impl = scalar keeps the one-pixel-at-a-time 3DGS loop as the in-house baseline.
+// it. The plan's kScalar (precision fp32, sorted) keeps the one-pixel-at-a-time 3DGS loop as the
+// in-house baseline.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -163,17 +164,18 @@ void render_tile_scalar(const RasterArgs<T>& a, int64_t cam, int tx, int ty, int
     }
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize_fwd_cpu(
+RasterFwdResult rasterize_fwd_cpu(
     const at::Tensor& means2d, const at::Tensor& conics, const at::Tensor& opacities,
     const at::Tensor& colors, const at::Tensor& depths,
     const c10::optional<at::Tensor>& backgrounds, const at::Tensor& tile_offsets,
     const at::Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size, int64_t mode,
-    at::ArrayRef<double> weight_params, int64_t impl, bool /*deterministic: backward only*/) {
+    at::ArrayRef<double> weight_params, c10::string_view precision, bool deterministic) {
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
-  check_raster_impl(impl);
-  TORCH_CHECK_VALUE(impl != kImplScalar || mode == 0, "the scalar impl renders sorted mode only");
+  const RasterPlan plan =
+      plan_rasterize(precision, mode, deterministic, cpu_raster_target(means2d, tile_size));
+  const bool scalar = plan.forward == RasterKernel::kScalar;
   check_binning(in);
   const int64_t C = means2d.size(0), CH = colors.size(2);
   const auto [render, alphas, last_ids, aux, stats] =
@@ -186,7 +188,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
     int64_t* st = o.stats;
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
     const std::vector<RowGaussian<T>> gs =
-        impl == kImplScalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
+        scalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
     const int64_t n_tiles = C * tiles_per_cam;
     cpu::parallel_tasks(n_tiles, [&](const auto& take) {
       FwdScratch<T> s;
@@ -196,7 +198,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
         const int64_t cam = t / tiles_per_cam;
         const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
         const int32_t start = a.tile_start(t), stop = a.tile_end(t);
-        if (impl == kImplScalar) {
+        if (scalar) {
           gather_tile(a, start, stop, list);
           render_tile_scalar(a, cam, tx, ty, start, stop, list, o);
           continue;
@@ -209,7 +211,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> rasterize
       }
     });
   });
-  return {render, alphas, last_ids, aux, stats};
+  return {render, alphas, last_ids, aux, stats, plan_tensor(plan)};
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <vector>
 
-#include "gsrender/raster_checks.h"
+#include "gsrender/raster_interface.h"
 #include "gsrender/support_ellipse.h"
 #include "gsrender/tiles.h"
 #include "lanes.h"

@@ -1,13 +1,13 @@
 // What the torch glue of the CUDA ops (csrc/cuda/*.cu) shares: the current stream, a workspace
-// from torch's caching allocator for the launchers of gsrender/launch/, the tile-size check and
-// the device-side binning validation. The kernels themselves are in csrc/cuda/kernels/.
+// from torch's caching allocator for the launchers of gsrender/launch/, the tile-size check, the
+// rasterize plan's target and the device-side binning validation. The kernels themselves are in csrc/cuda/kernels/.
 #pragma once
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "gsrender/launch/common.h"
-#include "gsrender/raster_checks.h"
+#include "gsrender/raster_interface.h"
 
 namespace gsrender {
 namespace gpu {
@@ -37,10 +37,9 @@ void check_cuda_tile_size(int64_t tile_size);
 void validate_binning_cuda(const RasterInputs& in, const at::Tensor* last_ids, int64_t width,
                            int64_t height, int64_t tile_size);
 
-// The Tensor Core kernels apply: float32 inputs and launch::mma_fwd_applies /
-// launch::mma_bwd_applies (impl, tile size) on the inputs' device.
-bool mma_rasterizer_applies(const at::Tensor& means2d, int64_t tile_size, int64_t impl,
-                            bool backward);
+// The rasterize plan's target on the inputs' device (gsrender/raster_plan.h): dtype, tile size
+// and the device's compute capability (queried once per device, then cached).
+RasterTarget cuda_raster_target(const at::Tensor& means2d, int64_t tile_size);
 
 }  // namespace gpu
 }  // namespace gsrender

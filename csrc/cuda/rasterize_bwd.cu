@@ -1,6 +1,6 @@
 // Torch glue of rasterize_bwd on CUDA: checks, the device-side binning validation, the zeroed
-// gradient buffers, the choice of kernel (deterministic scalar, Tensor Core where it applies,
-// else scalar) and the launchers of gsrender/launch/rasterize.h (kernels in
+// gradient buffers, the backward kernel the forward's plan names (gsrender/raster_plan.h) and
+// the launchers of gsrender/launch/rasterize.h (kernels in
 // kernels/rasterize_bwd.cu, kernels/rasterize_mma_bwd.cu).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -23,35 +23,33 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
     const Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size, int64_t mode,
     at::ArrayRef<double> weight_params, const Tensor& render, const Tensor& alphas,
     const Tensor& last_ids, const Tensor& aux, const Tensor& v_render, const Tensor& v_alphas,
-    int64_t impl, bool deterministic) {
+    const Tensor& plan) {
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
   check_raster_grads(in, width, height, render, alphas, last_ids, aux, v_render, v_alphas);
-  check_raster_impl(impl);
   check_cuda_tile_size(tile_size);
   const c10::cuda::CUDAGuard guard(means2d.device());
+  const RasterKernel kernel = planned_backward(plan, mode, cuda_raster_target(means2d, tile_size));
   validate_binning_cuda(in, &last_ids, width, height, tile_size);
   const RasterBwdTensors bufs =
       prepare_raster_bwd(in, render, alphas, last_ids, aux, v_render, v_alphas);
   const int64_t n_tiles = in.tile_offsets.numel();
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_bwd: ", n_tiles, " tiles exceed the grid");
   const cudaStream_t stream = current_stream();
-  // deterministic=true always runs the exact scalar backward
-  if (!deterministic && mma_rasterizer_applies(means2d, tile_size, impl, /*backward=*/true)) {
+  if (is_mma(kernel)) {
     const launch::RasterBwdArgs<float> a{
         make_raster_args<float>(in, width, height, tile_size, mode, weight_params),
         bufs.io<float>()};
-    const ScratchBuffer ws(launch::rasterize_mma_bwd_workspace_bytes(a.in, impl),
-                           means2d.device());
-    C10_CUDA_CHECK(launch::launch_rasterize_mma_bwd(a, impl, ws.get(), stream));
+    const ScratchBuffer ws(launch::rasterize_mma_bwd_workspace_bytes(a.in), means2d.device());
+    C10_CUDA_CHECK(launch::launch_rasterize_mma_bwd(a, kernel, ws.get(), stream));
     return bufs.grads();
   }
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_bwd_cuda", [&] {
     using T = scalar_t;
     const launch::RasterBwdArgs<T> a{
         make_raster_args<T>(in, width, height, tile_size, mode, weight_params), bufs.io<T>()};
-    if (deterministic) {
+    if (kernel == RasterKernel::kScalarDet) {
       const ScratchBuffer ws(launch::rasterize_bwd_det_workspace_bytes(a), means2d.device());
       C10_CUDA_CHECK(launch::launch_rasterize_bwd_det(a, ws.get(), stream));
     } else {

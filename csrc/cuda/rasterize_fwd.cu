@@ -1,12 +1,12 @@
 // Torch glue of rasterize_fwd on CUDA: checks, the device-side binning validation, allocation,
-// the choice of kernel (Tensor Core where it applies, else scalar) and the launchers of
+// the launch plan (gsrender/raster_plan.h: Tensor Core where it runs, else scalar) and the
+// launchers of
 // gsrender/launch/rasterize.h (kernels in kernels/rasterize_fwd.cu, kernels/rasterize_mma_fwd.cu).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
 #include <atomic>
-#include <tuple>
 
 #include "cuda_glue.h"
 #include "gsrender/launch/rasterize.h"
@@ -17,17 +17,18 @@ namespace {
 
 using at::Tensor;
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
+RasterFwdResult rasterize_fwd_cuda(
     const Tensor& means2d, const Tensor& conics, const Tensor& opacities, const Tensor& colors,
     const Tensor& depths, const c10::optional<Tensor>& backgrounds, const Tensor& tile_offsets,
     const Tensor& flatten_ids, int64_t width, int64_t height, int64_t tile_size, int64_t mode,
-    at::ArrayRef<double> weight_params, int64_t impl, bool /*deterministic: backward only*/) {
+    at::ArrayRef<double> weight_params, c10::string_view precision, bool deterministic) {
   const RasterInputs in =
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
-  check_raster_impl(impl);
   check_cuda_tile_size(tile_size);
   const c10::cuda::CUDAGuard guard(means2d.device());
+  const RasterPlan plan =
+      plan_rasterize(precision, mode, deterministic, cuda_raster_target(means2d, tile_size));
   validate_binning_cuda(in, nullptr, width, height, tile_size);
   const int64_t C = means2d.size(0), CH = colors.size(2);
   const auto [render, alphas, last_ids, aux, stats] =
@@ -35,15 +36,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
   const int64_t n_tiles = in.tile_offsets.numel();
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_fwd: ", n_tiles, " tiles exceed the grid");
   const cudaStream_t stream = current_stream();
-  if (mma_rasterizer_applies(means2d, tile_size, impl, /*backward=*/false)) {
+  if (is_mma(plan.forward)) {
     const launch::RasterFwdArgs<float> a{
         make_raster_args<float>(in, width, height, tile_size, mode, weight_params),
         {render.data_ptr<float>(), alphas.data_ptr<float>(), last_ids.data_ptr<int32_t>(),
          aux.data_ptr<float>(), stats.data_ptr<int64_t>()}};
-    const ScratchBuffer ws(launch::rasterize_mma_fwd_workspace_bytes(a.in, impl),
+    const ScratchBuffer ws(launch::rasterize_mma_fwd_workspace_bytes(a.in, plan.forward),
                            means2d.device());
-    C10_CUDA_CHECK(launch::launch_rasterize_mma_fwd(a, impl, ws.get(), stream));
-    return {render, alphas, last_ids, aux, stats};
+    C10_CUDA_CHECK(launch::launch_rasterize_mma_fwd(a, plan.forward, ws.get(), stream));
+    return {render, alphas, last_ids, aux, stats, plan_tensor(plan)};
   }
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_fwd_cuda", [&] {
     using T = scalar_t;
@@ -53,7 +54,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_fwd_cuda(
          aux.data_ptr<T>(), stats.data_ptr<int64_t>()}};
     C10_CUDA_CHECK(launch::launch_rasterize_fwd(a, stream));
   });
-  return {render, alphas, last_ids, aux, stats};
+  return {render, alphas, last_ids, aux, stats, plan_tensor(plan)};
 }
 
 // A device's compute capability, queried once per device (not a sync, but a driver call that
@@ -72,13 +73,9 @@ int compute_capability_major(int device) {
 
 }  // namespace
 
-bool mma_rasterizer_applies(const at::Tensor& means2d, int64_t tile_size, int64_t impl,
-                            bool backward) {
-  if (means2d.scalar_type() != at::kFloat) return false;
-  const int major = compute_capability_major(means2d.device().index());
-  const int ts = static_cast<int>(tile_size);
-  return backward ? launch::mma_bwd_applies(ts, impl, major)
-                  : launch::mma_fwd_applies(ts, impl, major);
+RasterTarget cuda_raster_target(const at::Tensor& means2d, int64_t tile_size) {
+  return {true, means2d.scalar_type() == at::kFloat, static_cast<int>(tile_size),
+          compute_capability_major(means2d.device().index())};
 }
 
 }  // namespace gpu

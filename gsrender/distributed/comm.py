@@ -72,12 +72,12 @@ class _GatherRows(torch.autograd.Function):
         return torch.cat(parts)
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, v_out):
         start, n, group = ctx.span
-        grad = grad.contiguous().clone()
+        v_out = v_out.contiguous().clone()
         # every rank's rows were used by every rank: their gradient is the sum over ranks
-        dist.all_reduce(grad, group=group)
-        return grad[start:start + n], None
+        dist.all_reduce(v_out, group=group)
+        return v_out[start:start + n], None
 
 
 def all_gather_rows_autograd(t: torch.Tensor, group=None) -> torch.Tensor:

@@ -33,11 +33,11 @@ class _AllToAll(torch.autograd.Function):
         return all_to_all_rows(rows, send_counts, recv_counts, group)
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx, v_out):
         send_counts, recv_counts, group = ctx.route
         # every rank reaches this exactly once per forward (its own loss depends on what it
         # received), so the reverse collective is matched across ranks
-        return all_to_all_rows(grad, recv_counts, send_counts, group), None, None, None
+        return all_to_all_rows(v_out, recv_counts, send_counts, group), None, None, None
 
 
 def all_to_all_rows_autograd(rows: torch.Tensor, send_counts: list[int], recv_counts: list[int],

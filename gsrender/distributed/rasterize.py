@@ -173,17 +173,18 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
                                               tile_size, mode == "sorted",
                                               dense[..., _CON].detach().contiguous(),
                                               dense[..., _OPA].detach().contiguous())
-    render, alphas, _, _, stats = ops.rasterize(
+    render, alphas, _, _, stats, plan = ops.rasterize(
         d_m2d.contiguous(), dense[..., _CON].contiguous(), dense[..., _OPA].contiguous(), chans,
         d_dep.contiguous(), bg, tile_offsets, flatten_ids, width, height, tile_size,
         ops.SORTED if mode == "sorted" else ops.WEIGHTED, [float(w) for w in weight_params],
-        R._impl_for(precision, mode, dev), bool(deterministic))
+        precision, bool(deterministic))
 
     fbytes = payload.element_size() * payload.shape[-1]
     ibytes = ints.element_size() * 3 + (8 if order is not None else 0)  # + the order key
     meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
             "opacities": opac2d, "camera_offset": offsets[rank], "tile_offsets": tile_offsets,
             "flatten_ids": flatten_ids, "n_intersections": flatten_ids.shape[0], "stats": stats,
+            "plan": plan,
             "exchange": {"rows_sent": int(cam_idx.numel()), "rows_received": int(cam.numel()),
                          "bytes_sent": int(cam_idx.numel()) * (fbytes + ibytes),
                          "bytes_received": int(cam.numel()) * (fbytes + ibytes),

@@ -9,7 +9,7 @@ weighted; RGB, RGB+D and D = 16, 40, 64, 130, 512 channels), the rasterize backw
 f32, Tensor Core f16 / bf16, and the deterministic one), weight_stats and contributors, on a
 tiny (24×20 px, 40 Gaussians) and a small (64×48 px, 2 cameras, 600 Gaussians) scene. Inputs
 come from the CPU pipeline itself (projection → binning → forward), so they are the arrays the
-kernels see in a real render. The CPU runs every matrix impl as its fp32 GEMM: for the Tensor
+kernels see in a real render. The CPU runs every matrix kernel as its fp32 GEMM: for the Tensor
 Core kernels the expected output is that fp32 result and the tolerance is the operand
 precision's.
 """
@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gsrender import _C
+from gsrender.cameras import intrinsics
 from gsrender.testing.case import Case, write_case
 
 # Per-precision bars (gsrender.testing.check has the rule semantics). value: normalised max error
@@ -37,7 +39,8 @@ GRAD_NORM = {"f64": 1e-10, "f32": 1e-4, "tf32": 1e-2, "f16": 1e-2, "bf16": 3e-2}
 OUTLIER_FRAC = 0.002  # at most 0.2% of the elements past `tol` ...
 OUTLIER_TOL = 3e-2  # ... and none past this (a flipped stop moves a pixel by ≤ T ≤ 1e-2)
 
-IMPLS = {"f16": 0, "f32": 1, "f64": 1, "bf16": 2, "tf32": 3}  # rasterize's impl per precision
+# rasterize's precision argument per case precision
+PRECISION_ARG = {"f16": "fp16", "f32": "fp32", "f64": "fp32", "bf16": "bf16", "tf32": "tf32"}
 CHANNELS = (3, 4, 16, 40, 64, 130, 512)  # RGB, RGB + depth, features
 WIDE_ON_SMALL = 16  # more channels than this run on the tiny scene only (keeps the set ~40 MB)
 EPS2D, NEAR, FAR = 0.3, 0.01, 1e10
@@ -46,16 +49,10 @@ SCENES = {  # name: (width, height, cameras, Gaussians, seed)
     "tiny": (24, 20, 1, 40, 1),
     "small": (64, 48, 2, 600, 2),
 }
-_ops = None
 
 
 def _cpu_ops():
-    global _ops
-    if _ops is None:
-        import gsrender  # noqa: F401  (loads gsrender._C, the CPU kernels)
-
-        _ops = torch.ops.gsrender
-    return _ops
+    return torch.ops.gsrender  # registered by gsrender._C (imported above): the CPU kernels
 
 
 def _np(t) -> np.ndarray:
@@ -101,9 +98,7 @@ class Scene:
         if C > 1:  # the second camera a little to the right, looking at the same volume
             view[1, 0, 3] = -0.3
         self.viewmats = view
-        f = 0.5 * W / np.tan(np.radians(60.0) / 2)
-        K = torch.tensor([[f, 0, W / 2], [0, f, H / 2], [0, 0, 1]], dtype=torch.float64)
-        self.Ks = K.repeat(C, 1, 1)
+        self.Ks = intrinsics(W, H, 60.0, dtype=torch.float64).repeat(C, 1, 1)
         for k in ("means", "quats", "scales", "opacities", "viewmats", "Ks"):
             setattr(self, k, getattr(self, k).to(dtype))
         self.gen = g
@@ -146,9 +141,15 @@ def _raster_inputs(s: Scene, colors, backgrounds, tile_offsets, flatten_ids) -> 
     return {k: _np(v) for k, v in d.items()}
 
 
-def _raster_params(s: Scene, tile_size: int, mode: int, impl: int) -> dict:
+def _raster_params(s: Scene, tile_size: int, mode: int, prec: str, backward: bool = False,
+                   deterministic: bool = False) -> dict:
+    """raster_kernel: the kernel rasterize_fwd's launch plan runs for this case on a CUDA sm_80
+    device (the driver runs exactly that one; gsrender/raster_plan.h)."""
+    plan = _C.plan_raster(PRECISION_ARG[prec], mode == 0, deterministic, True, prec != "f64",
+                         tile_size, 8)
     return {"width": s.W, "height": s.H, "tile_size": tile_size, "mode": mode,
-            "weight_params": WEIGHT_PARAMS if mode == 1 else [], "impl": impl}
+            "weight_params": WEIGHT_PARAMS if mode == 1 else [],
+            "raster_kernel": _C.raster_kernels()[plan[1 if backward else 0]]}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -221,15 +222,12 @@ def binning_cases(s: Scene):
                    {"tile_offsets": exact_rule(), "flatten_ids": exact_rule()})
 
 
-def _cpu_impl(mode: int) -> int:
-    """The CPU reference: its exact scalar loop (sorted mode only), else its fp32 GEMM."""
-    return 1 if mode == 0 else 0
-
-
 def _forward(s: Scene, colors, bg, offsets, ids, mode):
+    """The CPU reference with a deterministic backward planned: precision fp32 is its exact
+    scalar loop (sorted mode; weighted mode runs its fp32 GEMM)."""
     return _cpu_ops().rasterize_fwd(s.means2d, s.conics, s.opac2d, colors, s.depths, bg, offsets,
                                     ids, s.W, s.H, 16, mode,
-                                    WEIGHT_PARAMS if mode == 1 else [], _cpu_impl(mode), False)
+                                    WEIGHT_PARAMS if mode == 1 else [], "fp32", True)
 
 
 def _background(s: Scene, D: int, colors):
@@ -248,7 +246,7 @@ def rasterize_fwd_cases(s: Scene, precisions=("f32", "f16", "bf16", "tf32"), cha
                 continue  # the wide channel counts on the tiny scene: the set stays small
             colors = s.channels(D)
             bg = _background(s, D, colors)
-            render, alphas, last_ids, aux, _ = _forward(s, colors, bg, offsets, ids, mode)
+            render, alphas, last_ids, aux, *_ = _forward(s, colors, bg, offsets, ids, mode)
             expected = {"render": _np(render), "alphas": _np(alphas), "last_ids": _np(last_ids),
                         "aux": _np(aux)}
             for prec in precisions:
@@ -262,7 +260,7 @@ def rasterize_fwd_cases(s: Scene, precisions=("f32", "f16", "bf16", "tf32"), cha
                     for k in ("alphas", "aux"):
                         compare[k]["tol"] = 1e-4
                 yield Case(f"rasterize_fwd_{s.name}_{mname}_D{D}_{prec}", "rasterize_fwd", prec,
-                           _raster_params(s, 16, mode, IMPLS[prec]),
+                           _raster_params(s, 16, mode, prec),
                            {"inputs": _raster_inputs(s, colors, bg, offsets, ids),
                             "expected": expected}, compare)
 
@@ -277,14 +275,14 @@ def rasterize_bwd_cases(s: Scene, channels=(3, 4, 16, 40, 130)):
                 continue
             colors = s.channels(D)
             bg = _background(s, D, colors)
-            render, alphas, last_ids, aux, _ = _forward(s, colors, bg, offsets, ids, mode)
+            render, alphas, last_ids, aux, _, plan = _forward(s, colors, bg, offsets, ids, mode)
             g = torch.Generator().manual_seed(300 + D)
             v_render = torch.randn(render.shape, generator=g, dtype=s.dtype)
             v_alphas = torch.randn(alphas.shape, generator=g, dtype=s.dtype)
             grads = ops.rasterize_bwd(s.means2d, s.conics, s.opac2d, colors, s.depths, bg,
                                       offsets, ids, s.W, s.H, 16, mode,
                                       WEIGHT_PARAMS if mode == 1 else [], render, alphas,
-                                      last_ids, aux, v_render, v_alphas, _cpu_impl(mode), True)
+                                      last_ids, aux, v_render, v_alphas, plan)
             inputs = _raster_inputs(s, colors, bg, offsets, ids)
             inputs.update(render=_np(render), alphas=_np(alphas), last_ids=_np(last_ids),
                           aux=_np(aux), v_render=_np(v_render), v_alphas=_np(v_alphas))
@@ -293,7 +291,7 @@ def rasterize_bwd_cases(s: Scene, channels=(3, 4, 16, 40, 130)):
             if D in (3, 40):
                 variants.append(("f32", True))
             for prec, det in variants:
-                params = dict(_raster_params(s, 16, mode, IMPLS[prec]), deterministic=det)
+                params = _raster_params(s, 16, mode, prec, backward=True, deterministic=det)
                 tag = "det" if det else prec
                 yield Case(f"rasterize_bwd_{s.name}_{mname}_D{D}_{tag}", "rasterize_bwd", prec,
                            params, {"inputs": inputs, "expected": expected},

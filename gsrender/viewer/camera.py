@@ -7,7 +7,7 @@ import math
 import numpy as np
 import torch
 
-from gsrender.io.cameras import Camera
+from gsrender.cameras import Camera, pinhole
 from gsrender.reference import quat_to_rotmat
 
 
@@ -32,8 +32,7 @@ def camera_from_viser(wxyz, position, fov_y: float, width: int, height: int,
     vm = torch.eye(4, dtype=torch.float64)
     vm[:3, :3] = R.T
     vm[:3, 3] = -R.T @ t
-    f = 0.5 * height / math.tan(0.5 * fov_y)
-    K = torch.tensor([[f, 0.0, width / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]])
+    K = pinhole(width, height, 0.5 * height / math.tan(0.5 * fov_y))
     return Camera(name=name, width=width, height=height, K=K, viewmat=vm.float())
 
 

@@ -60,7 +60,7 @@ def render_features(meta: dict, feats: torch.Tensor, width: int, height: int) ->
     chans = feats[None].expand(C, *feats.shape).contiguous()  # [C, N, D]
     render = ops.rasterize(meta["means2d"], meta["conics"], meta["opacities"], chans,
                            meta["depths"], None, meta["tile_offsets"], meta["flatten_ids"], width,
-                           height, TILE, ops.SORTED, [], ops.IMPL_MATRIX)[0]
+                           height, TILE, ops.SORTED, [], "auto")[0]
     return render
 
 

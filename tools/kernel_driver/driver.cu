@@ -249,18 +249,26 @@ void validate(const gsrender::RasterArgs<T>& p, const int32_t* last_ids, cudaStr
   if (bad) throw std::runtime_error("binning validation flagged " + std::to_string(bad));
 }
 
-int impl_of(const Case& c) { return static_cast<int>(c.num("impl")); }
+// The case's raster_kernel: the kernel the launch plan runs (gsrender/raster_plan.h), by name.
+gsrender::RasterKernel kernel_of(const Case& c) {
+  const std::string& name = c.params().at("raster_kernel").string();
+  for (int k = 0; k < gsrender::kNumRasterKernels; ++k)
+    if (name == gsrender::kRasterKernelNames[k]) return static_cast<gsrender::RasterKernel>(k);
+  throw std::runtime_error("unknown raster_kernel '" + name + "'");
+}
 
-void require_mma(const gsrender::RasterArgs<float>& p, int impl, bool backward, int cc_major) {
-  const bool ok = backward ? L::mma_bwd_applies(p.tile_size, impl, cc_major)
-                           : L::mma_fwd_applies(p.tile_size, impl, cc_major);
-  if (!ok) throw Skip("the Tensor Core kernel needs sm_80+ (device: sm_" +
-                      std::to_string(cc_major) + "x)");
+// A Tensor Core case on a device where the plan would not run it is skipped, not failed.
+template <typename T>
+void require_mma(const gsrender::RasterArgs<T>& p, int cc_major) {
+  if (!gsrender::mma_runs({true, std::is_same_v<T, float>, p.tile_size, cc_major}))
+    throw Skip("the Tensor Core kernel needs float32, 16x16 tiles and sm_80+ (device: sm_" +
+               std::to_string(cc_major) + "x)");
 }
 
 template <typename T>
 void run_rasterize_fwd(const Case& c, Device& d, cudaStream_t s, int cc_major) {
-  const int mode = static_cast<int>(c.num("mode")), impl = impl_of(c);
+  const int mode = static_cast<int>(c.num("mode"));
+  const gsrender::RasterKernel kernel = kernel_of(c);
   L::RasterFwdArgs<T> a{raster_args<T>(c, d, mode), {}};
   const auto& p = a.in;
   validate(p, nullptr, s);
@@ -270,23 +278,21 @@ void run_rasterize_fwd(const Case& c, Device& d, cudaStream_t s, int cc_major) {
   a.out.last_ids = d.output<int32_t>("last_ids", "int32", {p.C, p.height, p.width});
   a.out.aux = d.output<T>("aux", dt, {p.C, p.height, p.width});
   a.out.stats = d.output<int64_t>("stats", "int64", {p.C, 3});
-  if (impl == gsrender::kImplScalar) {
+  if (kernel == gsrender::RasterKernel::kScalar) {
     check(L::launch_rasterize_fwd(a, s), "launch_rasterize_fwd");
     return;
   }
+  require_mma(p, cc_major);
   if constexpr (std::is_same_v<T, float>) {
-    require_mma(p, impl, false, cc_major);
-    Buffer ws(L::rasterize_mma_fwd_workspace_bytes(p, impl));
-    check(L::launch_rasterize_mma_fwd(a, impl, ws.ws(), s), "launch_rasterize_mma_fwd");
-  } else {
-    throw Skip("the Tensor Core kernel takes float32 inputs");
+    Buffer ws(L::rasterize_mma_fwd_workspace_bytes(p, kernel));
+    check(L::launch_rasterize_mma_fwd(a, kernel, ws.ws(), s), "launch_rasterize_mma_fwd");
   }
 }
 
 template <typename T>
 void run_rasterize_bwd(const Case& c, Device& d, cudaStream_t s, int cc_major, Json& checks) {
-  const int mode = static_cast<int>(c.num("mode")), impl = impl_of(c);
-  const bool det = c.flag("deterministic");
+  const int mode = static_cast<int>(c.num("mode"));
+  const gsrender::RasterKernel kernel = kernel_of(c);
   L::RasterBwdArgs<T> a{raster_args<T>(c, d, mode), {}};
   const auto& p = a.in;
   validate(p, d.input<int32_t>("last_ids"), s);
@@ -303,7 +309,7 @@ void run_rasterize_bwd(const Case& c, Device& d, cudaStream_t s, int cc_major, J
     a.io.v_backgrounds = d.output<T>("v_backgrounds", dt, {p.C, p.CH});
   };
   alloc();
-  if (det) {  // run twice: the gradients must agree bit for bit (same device, same code path)
+  if (kernel == gsrender::RasterKernel::kScalarDet) {  // run twice: the gradients must agree bit for bit (same device, same code path)
     Buffer ws(L::rasterize_bwd_det_workspace_bytes(a));
     check(L::launch_rasterize_bwd_det(a, ws.ws(), s), "launch_rasterize_bwd_det");
     const Arrays first = d.fetch();
@@ -315,17 +321,14 @@ void run_rasterize_bwd(const Case& c, Device& d, cudaStream_t s, int cc_major, J
     checks.obj["deterministic_repeat_bitwise_equal"] = Json::of(same);
     return;
   }
-  if (impl == gsrender::kImplScalar || impl == gsrender::kImplMatrixTF32) {
-    // tf32 has no Tensor Core backward: the torch glue runs the scalar one, as here
+  if (kernel == gsrender::RasterKernel::kScalar) {
     check(L::launch_rasterize_bwd(a, s), "launch_rasterize_bwd");
     return;
   }
+  require_mma(p, cc_major);
   if constexpr (std::is_same_v<T, float>) {
-    require_mma(p, impl, true, cc_major);
-    Buffer ws(L::rasterize_mma_bwd_workspace_bytes(p, impl));
-    check(L::launch_rasterize_mma_bwd(a, impl, ws.ws(), s), "launch_rasterize_mma_bwd");
-  } else {
-    throw Skip("the Tensor Core kernel takes float32 inputs");
+    Buffer ws(L::rasterize_mma_bwd_workspace_bytes(p));
+    check(L::launch_rasterize_mma_bwd(a, kernel, ws.ws(), s), "launch_rasterize_mma_bwd");
   }
 }
 

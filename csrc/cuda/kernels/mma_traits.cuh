@@ -16,6 +16,7 @@
 #include "gsrender/mma_bwd_fragments.h"
 #include "gsrender/mma_fragments.h"
 #include "gsrender/raster_args.h"
+#include "gsrender/raster_plan.h"
 #include "mma_operands.cuh"
 #include "mma_tile.cuh"
 #include "ptx.cuh"
@@ -57,7 +58,7 @@ struct SM80_16x8x8_F32TF32TF32F32_TN : M16N8Registers<8> {
 };
 
 // ---------------------------------------------------------------------------- precisions
-// Each: kImpl (the impl enum it runs), Atom, Elem (operand bits in global and shared memory),
+// Each: kKernel (the plan's kernel it is), Atom, Elem (operand bits in global and shared memory),
 // Stored (mma_operands.cuh's conversion target), kPad (shared row padding in elements), AFrag
 // (pack: the lane's W[row half][column] → the registers of one m16 block for one group of 16
 // Gaussians) and accumulate (OUT += W·F for the group, B from the warp's [16][stride] rows).
@@ -67,7 +68,7 @@ struct SM80_16x8x8_F32TF32TF32F32_TN : M16N8Registers<8> {
 template <bool kBf16_>
 struct Half16 {
   static constexpr bool kBf16 = kBf16_;
-  static constexpr int kImpl = kBf16 ? kImplMatrixBF16 : kImplMatrixF16;
+  static constexpr RasterKernel kKernel = kBf16 ? RasterKernel::kMmaBF16 : RasterKernel::kMmaF16;
   using Atom = SM80_16x8x16_F32X16X16F32_TN<kBf16>;
   using Elem = uint16_t;
   using Stored = operands::Bits16<kBf16>;
@@ -100,7 +101,7 @@ using BF16 = Half16<true>;
 // k = t + 4, so a lane feeds exactly its own W columns (j = 2m, 2m + 1) and B reads the matching
 // feature rows with plain shared loads (ldmatrix moves 16-bit elements). kPad: 16 bytes.
 struct TF32 {
-  static constexpr int kImpl = kImplMatrixTF32;
+  static constexpr RasterKernel kKernel = RasterKernel::kMmaTF32;
   using Atom = SM80_16x8x8_F32TF32TF32F32_TN;
   using Elem = float;
   using Stored = float;  // rounded to tf32 in the MMA loop
@@ -169,13 +170,13 @@ struct MmaFwdTraits {
   static_assert(sizeof(Shared) <= 48 * 1024, "static shared memory limit");
 };
 
-// Backward: 16-bit precisions only (dW and dF both go through ldmatrix).
+// Backward: 16-bit precisions only (v_W and v_F both go through ldmatrix).
 template <class Prec_>
 struct MmaBwdTraits {
   using Prec = Prec_;
   using Elem = typename Prec::Elem;
   static_assert(sizeof(Elem) == 2, "the backward stages f16 / bf16 operands");
-  static constexpr int kChannels = mma::kBwdChannels;  // one k16 step of dW, two n8 of dF
+  static constexpr int kChannels = mma::kBwdChannels;  // one k16 step of v_W, two n8 of v_F
   static constexpr int kStride = mma::kBwdStride;      // 48-byte rows: no bank conflicts
   static constexpr int kRows = mma::kBwdRows;          // a warp's sub-tile: two m16 blocks
 
@@ -189,7 +190,7 @@ struct MmaBwdTraits {
     WarpBuffers buf[kMmaWarps];
   };
   static_assert(kStride * sizeof(Elem) % 16 == 0, "cp.async / ldmatrix rows are 16-byte aligned");
-  static_assert(kChannels == 2 * mma::kN && kChannels == mma::kK, "dW's k16 = dF's two n8");
+  static_assert(kChannels == 2 * mma::kN && kChannels == mma::kK, "v_W's k16 = v_F's two n8");
   static_assert(sizeof(Shared) <= 48 * 1024, "static shared memory limit");
 };
 

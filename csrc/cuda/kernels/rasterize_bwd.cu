@@ -1,19 +1,20 @@
-// CUDA backward rasterizer, the scalar kernel (3DGS/gsplat style; the f16/bf16 impls take the
-// Tensor Core backward of rasterize_mma_bwd.cu where it applies): one block per tile, one
+// CUDA backward rasterizer, the scalar kernel (3DGS/gsplat style; the plan's kScalar and
+// kScalarDet backward; f16/bf16 forwards take the Tensor Core backward of rasterize_mma_bwd.cu,
+// gsrender/raster_plan.h): one block per tile, one
 // thread per pixel, the tile's list walked back to front from the block's largest last_ids in
 // shared-memory batches. The gradient formulas are those of csrc/cpu/rasterize_bwd.cpp:
-//   sorted:   dα_k = T_k·dW_k − S_k/(1 − α_k), S carried back to front, seeded with
-//             T_final·(G·bg − v_alpha), then S += w_k·dW_k;
-//   weighted: g = v_render / (Σw + w_bg), dα_k = (dW_k − g·OUT)·φ_k + v_alpha·T_final/(1 − α_k),
-//             v_depth_k = (dW_k − g·OUT)·α_k·φ'(z_k),
-// with dW_k = g·f_k and v_colors_k += w_k·g, then AlphaGrad (gsrender/alpha.h) to the 2D
+//   sorted:   v_α_k = T_k·v_w_k − S_k/(1 − α_k), S carried back to front, seeded with
+//             T_final·(G·bg − v_alpha), then S += w_k·v_w_k;
+//   weighted: g = v_render / (Σw + w_bg), v_α_k = (v_w_k − g·OUT)·φ_k + v_alpha·T_final/(1 − α_k),
+//             v_depth_k = (v_w_k − g·OUT)·α_k·φ'(z_k),
+// with v_w_k = g·f_k and v_colors_k += w_k·g, then AlphaGrad (gsrender/alpha.h) to the 2D
 // parameters. The transmittance before each Gaussian is recovered by division,
 // T_k = T_{k+1} / (1 − α_k) starting from T_final (3DGS's choice: one pass, no forward replay;
 // α ≤ 0.99 keeps each division well conditioned, and the CPU replays the forward instead, which
 // agrees to rounding). Per-Gaussian sums are reduced over each warp (__shfl_down_sync) and added
 // with one atomicAdd per warp; a warp skips a Gaussian none of its pixels uses.
-// deterministic=true (gsrender/det_reduce.h) runs this kernel for every impl (the exact fp32
-// backward; the Tensor Core one is not used) with the block's sums written to one part row per
+// deterministic=true (kScalarDet, gsrender/det_reduce.h) runs this kernel for every precision
+// (the exact fp32 backward; the Tensor Core one is not used) with the block's sums written to one part row per
 // tile-list entry, in a fixed order (warp shuffle tree, then the warps in order), and a second
 // kernel sums each Gaussian's rows in entry order: no float atomics, bitwise-reproducible.
 #include <algorithm>
@@ -156,13 +157,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
           w = alpha * s.phi[j];
         }
       }
-      // One pass over the channels: dW = g·f, and the warp's share of v_colors += w·g.
+      // One pass over the channels: v_W = g·f, and the warp's share of v_colors += w·g.
       const T* f = p.colors + id * CH;
       T* vc = io.v_colors + id * CH;
-      T dw = T(0);
+      T v_w = T(0);
       for (int64_t c = 0; c < CH; ++c) {
         const T gc = px.inside ? vr[c] * scale : T(0);
-        dw += gc * f[c];
+        v_w += gc * f[c];
         if constexpr (!kDet) warp_add(vc + c, w * gc);
       }
       AlphaGrad<T> ag;
@@ -170,13 +171,13 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       if (valid) {
         T v_al;
         if (p.sorted) {
-          v_al = t_before * dw - acc / om;
-          acc += w * dw;
+          v_al = t_before * v_w - acc / om;
+          acc += w * v_w;
           tr = t_before;
         } else {
-          const T dw_net = dw - g_out;  // d(N/S)/dw = (f − OUT)/S, with g already divided by S
-          v_al = dw_net * s.phi[j] + v_alpha * t_final / om;
-          v_depth = dw_net * alpha * depth_weight_dz<T>(p.depths[id], s.phi[j], p.sigma_w, p.beta);
+          const T v_w_net = v_w - g_out;  // ∂(N/S)/∂w = (f − OUT)/S, with g already divided by S
+          v_al = v_w_net * s.phi[j] + v_alpha * t_final / om;
+          v_depth = v_w_net * alpha * depth_weight_dz<T>(p.depths[id], s.phi[j], p.sigma_w, p.beta);
         }
         ag.add(v_al, alpha, s.opacity[j], s.a[j], s.b[j], s.c[j], dx, dy);
       }

@@ -3,8 +3,9 @@
 // Gaussians, α from gsrender::pair_alpha and 3DGS's early stop exactly as the CPU
 // (csrc/cpu/rasterize_fwd.cpp), sorted and weighted modes, backgrounds, any number of channels.
 //
-// It runs impl = scalar, and the matrix impls where the Tensor Core kernel does not apply
-// (float64, tile sizes other than 16, GPUs older than sm_80): see launch::mma_fwd_applies.
+// It is the plan's kScalar forward: precision fp32, and every precision where the Tensor Cores
+// do not run (float64, tile sizes other than 16, GPUs older than sm_80): see
+// gsrender/raster_plan.h.
 //
 // Channels: a thread accumulates kChunk channels in registers; blockIdx.y picks the channel
 // chunk, so CH > kChunk runs ceil(CH / kChunk) blocks per tile that each walk the tile's list

@@ -3,17 +3,17 @@
 // the forward kernel's (rasterize_mma_fwd.cu): one block per tile, one 8×4 sub-tile per warp, the
 // list walked front to back in chunks of 256, packed per warp into groups of 16, W rebuilt in
 // registers by the same quad scan (so the stop is exactly the forward's). Per group:
-//   dW = G·Fᵀ  (pixels × Gaussians, k over channels)      A = G from shared (ldmatrix),
+//   v_W = G·Fᵀ  (pixels × Gaussians, k over channels)      A = G from shared (ldmatrix),
 //                                                          B = F rows (ldmatrix)
-//   dF = Wᵀ·G  (Gaussians × channels, k over pixels)     A = Wᵀ (W staged in shared, ldmatrix
+//   v_F = Wᵀ·G  (Gaussians × channels, k over pixels)     A = Wᵀ (W staged in shared, ldmatrix
 //                                                          .trans), B = G (ldmatrix .trans)
-// one channel batch of 16 at a time (G and F rows fetched with cp.async), dF added to v_colors
+// one channel batch of 16 at a time (G and F rows fetched with cp.async), v_F added to v_colors
 // with one atomic per (Gaussian, channel) and warp. Then per pair, elementwise:
-//   sorted:   dα_k = T_k·dW_k − S_k/(1 − α_k), with S_k = Σ_{j>k} w_j·dW_j + T_final·(G·bg − v_α)
-//             computed front to back as S_total − Σ_{j≤k} w_j·dW_j, S_total = G·OUT − T_final·v_α
+//   sorted:   v_α_k = T_k·v_w_k − S_k/(1 − α_k), with S_k = Σ_{j>k} w_j·v_w_j + T_final·(G·bg − v_α)
+//             computed front to back as S_total − Σ_{j≤k} w_j·v_w_j, S_total = G·OUT − T_final·v_α
 //             (G·OUT over every channel, background included, is known from the forward output),
 //             the in-row prefix by a quad scan (mma::row_prefix_sum);
-//   weighted: g = G/(Σw + w_bg), dα_k = (g·f_k − g·OUT)·φ_k + v_α·T_final/(1 − α_k),
+//   weighted: g = G/(Σw + w_bg), v_α_k = (g·f_k − g·OUT)·φ_k + v_α·T_final/(1 − α_k),
 //             v_depth_k = (g·f_k − g·OUT)·α_k·φ'(z_k);
 // and AlphaGrad (gsrender/alpha.h) to the 2D parameters, reduced over the 8 lanes that share a
 // column before one atomic per (Gaussian, parameter) and warp. v_backgrounds is a plain reduction
@@ -21,8 +21,8 @@
 // Operand scaling (no host sync; the launcher prepares the operands on the device with
 // mma_operands.cuh):
 // Ĝ = G / s_G per channel (s_G = max |G| of the channel), so fp16 keeps the small loss
-// gradients out of its subnormal range; dF is rescaled by s_G per channel.
-// dW needs Σ_c G_c F_c, so F is stored as F·s_G / s_F with one global s_F = max |F·s_G|, and dW
+// gradients out of its subnormal range; v_F is rescaled by s_G per channel.
+// v_W needs Σ_c G_c F_c, so F is stored as F·s_G / s_F with one global s_F = max |F·s_G|, and v_W
 // is rescaled by s_F.
 // The per-lane index maps and arithmetic live in gsrender/mma_bwd_fragments.h; only PTX and memory
 // traffic stay here.
@@ -121,14 +121,14 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         }
       }
 
-      // ---- channel batches: dW (registers) and dF (atomics into v_colors)
-      float dw[2][2][4];  // [block][Gaussian n8 tile][C element]
+      // ---- channel batches: v_W (registers) and v_F (atomics into v_colors)
+      float v_w[2][2][4];  // [block][Gaussian n8 tile][C element]
 #pragma unroll
       for (int b = 0; b < 2; ++b)
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) dw[b][nt][e] = 0.0f;
+          for (int e = 0; e < 4; ++e) v_w[b][nt][e] = 0.0f;
       for (int64_t c0 = 0; c0 < ba.CHp; c0 += kCB) {
         __syncwarp();  // the previous batch's (and the W staging's) readers are done
 #pragma unroll
@@ -162,11 +162,11 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
           uint32_t ga[4];  // Ĝ of block b as A (rows = pixels, k = channels)
           const mma::SmemAt at = mma::dw_a_at(lane, b);
           ptx::ldmatrix_x4(ga, &wb.g[at.row][at.col]);
-          Atom::fma(dw[b][0], ga, b0);
-          Atom::fma(dw[b][1], ga, b1);
+          Atom::fma(v_w[b][0], ga, b0);
+          Atom::fma(v_w[b][1], ga, b1);
         }
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {  // dF for channels c0 + 8nt .. + 7
+        for (int nt = 0; nt < 2; ++nt) {  // v_F for channels c0 + 8nt .. + 7
           float df[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
           for (int b = 0; b < 2; ++b) {
@@ -187,17 +187,17 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         }
       }
 
-      // ---- per pair: dα → the Gaussian's 2D parameters
+      // ---- per pair: v_α → the Gaussian's 2D parameters
       AlphaGrad<float> ag[4];
       float v_dep[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int b = 0; b < 2; ++b)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float dwp[4];  // dW of the lane's columns
-          mma::lane_dw(dw[b], h, s_f, dwp);
+          float v_wp[4];  // v_W of the lane's columns
+          mma::lane_v_w(v_w[b], h, s_f, v_wp);
           float s_after[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // sorted: S after each column
-          if constexpr (kSorted) mma::row_suffix_sums(w[b][h], dwp, t, quad, run_s[b][h], s_after);
+          if constexpr (kSorted) mma::row_suffix_sums(w[b][h], v_wp, t, quad, run_s[b][h], s_after);
           const float pcx = ox + mma::lane_px(lane) + 0.5f, pcy = oy + mma::lane_py(b, h) + 0.5f;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -205,9 +205,9 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
             if (!(w[b][h][j] > 0.0f)) continue;
             float v_al;
             if constexpr (kSorted) {
-              v_al = mma::v_alpha_sorted(w[b][h][j], al, dwp[j], s_after[j]);
+              v_al = mma::v_alpha_sorted(w[b][h][j], al, v_wp[j], s_after[j]);
             } else {
-              const float net = dwp[j] - gnet[b][h];
+              const float net = v_wp[j] - gnet[b][h];
               v_al = mma::v_alpha_weighted(net, phi[j], al, v_ao[b][h], t_final[b][h]);
               const int e = packed[g0 + mma::lane_col(lane, j)];
               v_dep[j] += net * al * depth_weight_dz<float>(p.depths[sh.cs.s.id[e]], phi[j],
@@ -326,20 +326,21 @@ cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<flo
 
 namespace launch {
 
-size_t rasterize_mma_bwd_workspace_bytes(const RasterArgs<float>& p, int64_t /*impl*/) {
+size_t rasterize_mma_bwd_workspace_bytes(const RasterArgs<float>& p) {
   return gpu::BwdLayout(p, nullptr).total;
 }
 
-cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, int64_t impl, Workspace ws,
-                                     cudaStream_t stream) {
+cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, RasterKernel kernel,
+                                     Workspace ws, cudaStream_t stream) {
   const RasterArgs<float>& p = a.in;
   const int64_t n_tiles = raster_tiles(p);
   const gpu::BwdLayout l(p, ws.ptr);
   if (ws.bytes < l.total) return cudaErrorInvalidValue;
-  if (impl != kImplMatrixF16 && impl != kImplMatrixBF16) return cudaErrorInvalidValue;
+  if (kernel != RasterKernel::kMmaF16 && kernel != RasterKernel::kMmaBF16)
+    return cudaErrorInvalidValue;
   if (n_tiles == 0) return cudaSuccess;
   using gpu::MmaBwdTraits;
-  GSR_CUDA_TRY(impl == kImplMatrixBF16
+  GSR_CUDA_TRY(kernel == RasterKernel::kMmaBF16
                    ? gpu::prepare_and_launch<MmaBwdTraits<gpu::BF16>>(p, a.io, l, n_tiles, stream)
                    : gpu::prepare_and_launch<MmaBwdTraits<gpu::F16>>(p, a.io, l, n_tiles, stream));
   // v_backgrounds: sorted T_final·v_render, weighted w_bg·g, summed over each camera's pixels

@@ -187,8 +187,8 @@ struct FwdLayout {
   float* scale;
   int64_t CHp;
   size_t total;
-  FwdLayout(const RasterArgs<float>& p, int64_t impl, void* base) {
-    const int64_t elem = impl == kImplMatrixTF32 ? 4 : 2;
+  FwdLayout(const RasterArgs<float>& p, RasterKernel kernel, void* base) {
+    const int64_t elem = kernel == RasterKernel::kMmaTF32 ? 4 : 2;
     CHp = operands::padded_channels(p.CH, elem);
     launch::Carver c(base);
     feat = c.take<char>(p.C * p.N * CHp * elem);
@@ -223,15 +223,15 @@ cudaError_t launch_kernel(const RasterArgs<float>& p, const FwdOut<float>& o, co
 
 namespace launch {
 
-size_t rasterize_mma_fwd_workspace_bytes(const RasterArgs<float>& p, int64_t impl) {
-  return gpu::FwdLayout(p, impl, nullptr).total;
+size_t rasterize_mma_fwd_workspace_bytes(const RasterArgs<float>& p, RasterKernel kernel) {
+  return gpu::FwdLayout(p, kernel, nullptr).total;
 }
 
-cudaError_t launch_rasterize_mma_fwd(const RasterFwdArgs<float>& a, int64_t impl, Workspace ws,
-                                     cudaStream_t stream) {
+cudaError_t launch_rasterize_mma_fwd(const RasterFwdArgs<float>& a, RasterKernel kernel,
+                                     Workspace ws, cudaStream_t stream) {
   const RasterArgs<float>& p = a.in;
   const int64_t n_tiles = raster_tiles(p);
-  const gpu::FwdLayout l(p, impl, ws.ptr);
+  const gpu::FwdLayout l(p, kernel, ws.ptr);
   if (ws.bytes < l.total) return cudaErrorInvalidValue;
   if (n_tiles == 0) return cudaSuccess;
   using gpu::MmaFwdTraits;
@@ -239,16 +239,16 @@ cudaError_t launch_rasterize_mma_fwd(const RasterFwdArgs<float>& a, int64_t impl
   // Build time is a budget (CI compiles every instantiation for two archs on 2 cores): only the
   // default fp16 path gets the narrow 8-channel variant for RGB + depth; bf16 and tf32 run their
   // wide batch for every channel count (masked, correct, a few idle MMAs when CH ≤ 8).
-  switch (impl) {
-    case kImplMatrixBF16:
+  switch (kernel) {
+    case RasterKernel::kMmaBF16:
       return launch_kernel<MmaFwdTraits<gpu::BF16, 4>>(p, a.out, l, n_tiles, stream);
-    case kImplMatrixTF32:
+    case RasterKernel::kMmaTF32:
       return launch_kernel<MmaFwdTraits<gpu::TF32, 2>>(p, a.out, l, n_tiles, stream);
-    case kImplMatrixF16:
+    case RasterKernel::kMmaF16:
       if (p.CH <= mma::kN) return launch_kernel<MmaFwdTraits<gpu::F16, 1>>(p, a.out, l, n_tiles, stream);
       return launch_kernel<MmaFwdTraits<gpu::F16, 4>>(p, a.out, l, n_tiles, stream);
     default:
-      return cudaErrorInvalidValue;  // the scalar impl runs launch_rasterize_fwd
+      return cudaErrorInvalidValue;  // the scalar kernel runs launch_rasterize_fwd
   }
 }
 

@@ -10,7 +10,7 @@
 #include "gsrender/checks.h"
 #include "gsrender/common.h"
 #include "gsrender/contributors_walk.h"
-#include "gsrender/raster_checks.h"
+#include "gsrender/raster_interface.h"
 
 namespace gsrender {
 

@@ -1,8 +1,8 @@
 // Lane-level bookkeeping of the Tensor Core BACKWARD rasterizer
 // (csrc/cuda/kernels/rasterize_mma_bwd.cu, docs/design.md §5.4): where each lane stages Ĝ / F̃ / W rows in the warp's shared buffers, which shared
-// row each lane hands to ldmatrix for the dW = Ĝ·F̃ᵀ and dF = Wᵀ·Ĝ operands, the unscaling of the
-// dW fragment into the lane's 4 Gaussian columns, the front-to-back suffix sums of the sorted mode,
-// dα per pair and the reduction of a column over the 8 lanes that own it. Everything is
+// row each lane hands to ldmatrix for the v_W = Ĝ·F̃ᵀ and v_F = Wᵀ·Ĝ operands, the unscaling of the
+// v_W fragment into the lane's 4 Gaussian columns, the front-to-back suffix sums of the sorted mode,
+// v_α per pair and the reduction of a column over the 8 lanes that own it. Everything is
 // GSR_HOST_DEVICE and written against the same abstract lane types as gsrender/mma_fragments.h;
 // on the CPU they run inside the kernel under the SIMT runtime (tools/simt, docs/cuda.md).
 //
@@ -21,7 +21,7 @@
 namespace gsrender {
 namespace mma {
 
-constexpr int kBwdChannels = 16;                  // channels per batch: dW's k16, dF's two n8
+constexpr int kBwdChannels = 16;                  // channels per batch: v_W's k16, v_F's two n8
 constexpr int kBwdStride = kBwdChannels + 8;      // halves per shared row (48 bytes)
 constexpr int kBwdRows = kBlocks * kM;            // sub-tile pixels = rows of g and w
 
@@ -52,26 +52,26 @@ GSR_HOST_DEVICE void w_stage_words(const float (&w)[4], uint32_t& lo, uint32_t& 
 
 // ---------------------------------------------------------------------------- ldmatrix addresses
 
-// dW, A = Ĝ of block b (rows = pixels, k = channels), ldmatrix.x4: M_0 = rows 0–7 / k 0–7,
+// v_W, A = Ĝ of block b (rows = pixels, k = channels), ldmatrix.x4: M_0 = rows 0–7 / k 0–7,
 // M_1 = rows 8–15 / k 0–7, M_2 = rows 0–7 / k 8–15, M_3 = rows 8–15 / k 8–15.
 GSR_HOST_DEVICE SmemAt dw_a_at(int lane, int block) {
   const int m = lane >> 3, i = lane & 7;
   return {kM * block + i + 8 * (m & 1), 8 * (m >> 1)};
 }
-// dW, B = F̃ᵀ (k = channels, n = Gaussians) from f[Gaussian][channel], ldmatrix.x4: registers 0, 1
+// v_W, B = F̃ᵀ (k = channels, n = Gaussians) from f[Gaussian][channel], ldmatrix.x4: registers 0, 1
 // = n8 tile 0 (Gaussians 0–7, k 0–7 | 8–15), registers 2, 3 = n8 tile 1 (Gaussians 8–15).
 GSR_HOST_DEVICE SmemAt dw_b_at(int lane) {
   const int m = lane >> 3, i = lane & 7;
   return {i + 8 * (m >> 1), 8 * (m & 1)};
 }
-// dF, A = Wᵀ of block b (rows = Gaussians, k = pixels) from w[pixel][Gaussian], ldmatrix.x4.trans:
+// v_F, A = Wᵀ of block b (rows = Gaussians, k = pixels) from w[pixel][Gaussian], ldmatrix.x4.trans:
 // M_0 = pixels 0–7 / Gaussians 0–7, M_1 = pixels 0–7 / Gaussians 8–15, M_2 = pixels 8–15 /
 // Gaussians 0–7, M_3 = pixels 8–15 / Gaussians 8–15.
 GSR_HOST_DEVICE SmemAt df_a_at(int lane, int block) {
   const int m = lane >> 3, i = lane & 7;
   return {kM * block + i + 8 * (m >> 1), 8 * (m & 1)};
 }
-// dF, B = Ĝ of block b (k = pixels, n = channels 8·nt ..) from g[pixel][channel]:
+// v_F, B = Ĝ of block b (k = pixels, n = channels 8·nt ..) from g[pixel][channel]:
 // ldmatrix.x2.trans.
 GSR_HOST_DEVICE SmemAt df_b_at(int lane, int block, int nt) {
   return {kM * block + ldmatrix_x2_row(lane), 8 * nt};
@@ -79,38 +79,38 @@ GSR_HOST_DEVICE SmemAt df_b_at(int lane, int block, int nt) {
 
 // ---------------------------------------------------------------------------- fragments → pairs
 
-// dW of the lane's 4 columns for row half h of one block, unscaled by s_F: the dW C fragments of
-// the block (dw[nt][e]: n8 tile nt = Gaussians 8nt.., element e = pixel row g + 8(e>>1), column
+// v_W of the lane's 4 columns for row half h of one block, unscaled by s_F: the v_W C fragments of
+// the block (v_w[nt][e]: n8 tile nt = Gaussians 8nt.., element e = pixel row g + 8(e>>1), column
 // 2t + (e&1)) hold column j in tile j>>1, element 2h + (j&1).
 template <class V>
-GSR_HOST_DEVICE void lane_dw(const V (&dw)[2][4], int h, const V& s_f, V (&dwp)[4]) {
+GSR_HOST_DEVICE void lane_v_w(const V (&v_w)[2][4], int h, const V& s_f, V (&v_wp)[4]) {
 GSR_UNROLL
-  for (int j = 0; j < 4; ++j) dwp[j] = dw[j >> 1][2 * h + (j & 1)] * s_f;
+  for (int j = 0; j < 4; ++j) v_wp[j] = v_w[j >> 1][2 * h + (j & 1)] * s_f;
 }
 
-// dF C element e of a lane: Gaussian column c_row(lane, e), channel 8nt + c_col(lane, e).
+// v_F C element e of a lane: Gaussian column c_row(lane, e), channel 8nt + c_col(lane, e).
 
-// Sorted mode, one pixel row of one batch: x[j] = w_j·dW_j, s_after[j] = S after column j =
+// Sorted mode, one pixel row of one batch: x[j] = w_j·v_w_j, s_after[j] = S after column j =
 // run_s − Σ_{columns ≤ j} x (the row's columns in list order across the quad), and run_s ← run_s −
 // the row total, so run_s walks from S_total = G·OUT − T_final·v_α down front to back.
 template <class V, class I, class Q>
-GSR_HOST_DEVICE void row_suffix_sums(const V (&w)[4], const V (&dwp)[4], const I& t, Q& q,
+GSR_HOST_DEVICE void row_suffix_sums(const V (&w)[4], const V (&v_wp)[4], const I& t, Q& q,
                                      V& run_s, V (&s_after)[4]) {
   V x[4], before[4], total;
 GSR_UNROLL
-  for (int j = 0; j < 4; ++j) x[j] = w[j] * dwp[j];
+  for (int j = 0; j < 4; ++j) x[j] = w[j] * v_wp[j];
   row_prefix_sum(x, t, q, before, total);
 GSR_UNROLL
   for (int j = 0; j < 4; ++j) s_after[j] = run_s - before[j] - x[j];
   run_s = run_s - total;
 }
 
-// dα of one contributing pair (w > 0). Sorted: T_k·dW_k − S_k/(1 − α_k) with T_k = w/α.
+// v_α of one contributing pair (w > 0). Sorted: T_k·v_w_k − S_k/(1 − α_k) with T_k = w/α.
 template <typename T>
-GSR_HOST_DEVICE T v_alpha_sorted(T w, T alpha, T dwp, T s_after) {
-  return (w / alpha) * dwp - s_after / (T(1) - alpha);
+GSR_HOST_DEVICE T v_alpha_sorted(T w, T alpha, T v_wp, T s_after) {
+  return (w / alpha) * v_wp - s_after / (T(1) - alpha);
 }
-// Weighted: net = g·f_k − g·OUT; dα = net·φ_k + v_α·T_final/(1 − α_k).
+// Weighted: net = g·f_k − g·OUT; v_α = net·φ_k + v_α·T_final/(1 − α_k).
 template <typename T>
 GSR_HOST_DEVICE T v_alpha_weighted(T net, T phi, T alpha, T v_alpha_out, T t_final) {
   return net * phi + v_alpha_out * t_final / (T(1) - alpha);

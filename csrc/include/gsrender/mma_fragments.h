@@ -136,7 +136,7 @@ struct Add {
   GSR_HOST_DEVICE V operator()(const V& a, const V& b) const { return a + b; }
 };
 
-// Π (transmittance factors) and Σ (the backward's running w·dW) along a quad.
+// Π (transmittance factors) and Σ (the backward's running w·v_W) along a quad.
 template <class V, class I, class Q>
 GSR_HOST_DEVICE void quad_exclusive_product(const V& p, const I& t, Q& q, V& excl, V& total) {
   quad_exclusive_scan(p, t, q, Mul{}, V(1.0f), excl, total);

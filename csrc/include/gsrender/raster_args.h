@@ -1,24 +1,13 @@
 // The raw-pointer arguments of the rasterize kernels, shared by the CPU tiles, the CUDA kernels
 // and the torch-free CUDA launch layer (gsrender/launch/): no ATen here, so kernel translation
 // units and tools/kernel_driver compile without torch headers. The ATen-side checks that fill
-// these structs are in gsrender/raster_checks.h.
+// these structs are in gsrender/raster_interface.h.
 #pragma once
 #include <cstdint>
 
 #include "gsrender/common.h"
 
 namespace gsrender {
-
-// rasterize_fwd's `impl`: which accumulation runs. The CPU backend runs every matrix variant as
-// its fp32 (or float64) blocked GEMM; on CUDA they select the Tensor Core operand type (float32
-// inputs, 16×16 tiles, sm_80+; otherwise the scalar kernel runs). Scalar = the exact per-pixel
-// loop of 3DGS/gsplat, the in-house baseline.
-enum RasterImpl : int64_t {
-  kImplMatrixF16 = 0,
-  kImplScalar = 1,
-  kImplMatrixBF16 = 2,
-  kImplMatrixTF32 = 3,
-};
 
 // Raw pointers and sizes of one rasterize call, shared by the CPU tiles and the CUDA kernels
 // (passed to kernels by value).

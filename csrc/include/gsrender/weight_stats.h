@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "gsrender/common.h"
-#include "gsrender/raster_checks.h"
+#include "gsrender/raster_interface.h"
 #include "gsrender/topk.h"
 
 namespace gsrender {

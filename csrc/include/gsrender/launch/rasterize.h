@@ -1,11 +1,13 @@
 // Launchers of the rasterize kernels (csrc/cuda/kernels/rasterize_*.cu): the scalar forward and
 // backward (float / double, any tile size 1..16), the deterministic backward, and the Tensor
 // Core forward (f16 / bf16 / tf32 operands) and backward (f16 / bf16), float32 with 16×16 tiles
-// on sm_80+. Torch-free, see gsrender/launch/common.h. The Tensor Core launchers do the operand
-// preparation (per-channel scaling, conversion, padding) on the device, in their workspace.
+// on sm_80+: the caller runs the kernel its plan names (gsrender/raster_plan.h). Torch-free, see
+// gsrender/launch/common.h. The Tensor Core launchers do the operand preparation (per-channel
+// scaling, conversion, padding) on the device, in their workspace.
 #pragma once
 #include "gsrender/launch/common.h"
 #include "gsrender/raster_args.h"
+#include "gsrender/raster_plan.h"
 
 namespace gsrender {
 namespace launch {
@@ -23,16 +25,6 @@ int64_t raster_tiles(const RasterArgs<T>& p) {
   return p.C * p.TH * p.TW;
 }
 
-// Where the Tensor Core kernels apply (besides float32 inputs): a matrix impl, 16×16 tiles and
-// compute capability ≥ 8; the backward takes f16 / bf16 only (tf32 runs the scalar backward).
-inline bool mma_fwd_applies(int tile_size, int64_t impl, int cc_major) {
-  return impl != kImplScalar && tile_size == 16 && cc_major >= 8;
-}
-inline bool mma_bwd_applies(int tile_size, int64_t impl, int cc_major) {
-  return (impl == kImplMatrixF16 || impl == kImplMatrixBF16) &&
-         mma_fwd_applies(tile_size, impl, cc_major);
-}
-
 template <typename T>
 struct RasterFwdArgs {
   RasterArgs<T> in;
@@ -43,11 +35,12 @@ struct RasterFwdArgs {
 template <typename T>
 cudaError_t launch_rasterize_fwd(const RasterFwdArgs<T>& a, cudaStream_t stream);
 
-// The Tensor Core kernel; impl = kImplMatrixF16 / BF16 / TF32. Workspace: the colours scaled per
-// channel, converted to the operand type and padded to 16-byte rows, and the scales.
-size_t rasterize_mma_fwd_workspace_bytes(const RasterArgs<float>& p, int64_t impl);
-cudaError_t launch_rasterize_mma_fwd(const RasterFwdArgs<float>& a, int64_t impl, Workspace ws,
-                                     cudaStream_t stream);
+// The Tensor Core kernel; kernel = kMmaF16 / kMmaBF16 / kMmaTF32 (where mma_runs, raster_plan.h).
+// Workspace: the colours scaled per channel, converted to the operand type and padded to 16-byte
+// rows, and the scales.
+size_t rasterize_mma_fwd_workspace_bytes(const RasterArgs<float>& p, RasterKernel kernel);
+cudaError_t launch_rasterize_mma_fwd(const RasterFwdArgs<float>& a, RasterKernel kernel,
+                                     Workspace ws, cudaStream_t stream);
 
 template <typename T>
 struct RasterBwdArgs {
@@ -68,11 +61,11 @@ template <typename T>
 cudaError_t launch_rasterize_bwd_det(const RasterBwdArgs<T>& a, Workspace ws,
                                      cudaStream_t stream);
 
-// The Tensor Core backward, impl = kImplMatrixF16 / BF16. Workspace: Ĝ, F̃, their scales and
+// The Tensor Core backward, kernel = kMmaF16 / kMmaBF16. Workspace: Ĝ, F̃, their scales and
 // G·OUT (described in csrc/cuda/kernels/rasterize_mma_bwd.cu).
-size_t rasterize_mma_bwd_workspace_bytes(const RasterArgs<float>& p, int64_t impl);
-cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, int64_t impl, Workspace ws,
-                                     cudaStream_t stream);
+size_t rasterize_mma_bwd_workspace_bytes(const RasterArgs<float>& p);
+cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, RasterKernel kernel,
+                                     Workspace ws, cudaStream_t stream);
 
 }  // namespace launch
 }  // namespace gsrender

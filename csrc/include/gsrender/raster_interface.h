@@ -1,15 +1,19 @@
-// Host-side argument checks of the rasterize ops, shared by the CPU and CUDA backends (the CUDA
-// files cannot include csrc/cpu/raster_tile.h, which pulls in the CPU SIMD helpers). The raw
-// argument structs the kernels take live in the torch-free gsrender/raster_args.h.
+// The ATen side of the rasterize ops' interface, shared by the CPU and CUDA backends (the CUDA
+// files cannot include csrc/cpu/raster_tile.h, which pulls in the CPU SIMD helpers): argument
+// checks, the validated inputs (RasterInputs), the launch plan as a tensor, the outputs and
+// gradient buffers. The raw argument structs the kernels take live in the torch-free
+// gsrender/raster_args.h, the plan's logic in gsrender/raster_plan.h.
 #pragma once
 #include <ATen/ATen.h>
 
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "gsrender/checks.h"
 #include "gsrender/common.h"
 #include "gsrender/raster_args.h"
+#include "gsrender/raster_plan.h"
 #include "gsrender/tiles.h"
 
 namespace gsrender {
@@ -44,10 +48,46 @@ inline void check_bin_tiles_inputs(const at::Tensor& means2d, const at::Tensor& 
   check_device(*opacities, "opacities", means2d.device());
 }
 
-inline void check_raster_impl(int64_t impl) {
-  TORCH_CHECK_VALUE(impl >= kImplMatrixF16 && impl <= kImplMatrixTF32,
-                    "impl must be 0 (matrix, fp16 operands), 1 (scalar), 2 (matrix, bf16) or 3 "
-                    "(matrix, tf32), got ", impl);
+// The CPU backend's target (gsrender/raster_plan.h); the CUDA glue adds the device's compute
+// capability (cuda_glue.h).
+inline RasterTarget cpu_raster_target(const at::Tensor& means2d, int64_t tile_size) {
+  return {false, means2d.scalar_type() == at::kFloat, static_cast<int>(tile_size), 0};
+}
+
+// rasterize_fwd's plan from the user's precision string: the one choice of both kernels.
+inline RasterPlan plan_rasterize(c10::string_view precision, int64_t mode, bool deterministic,
+                                 const RasterTarget& target) {
+  RasterPrecision p{};
+  TORCH_CHECK_VALUE(parse_raster_precision(precision.data(), precision.size(), &p),
+                    "precision must be one of ", kRasterPrecisionChoices, ", got '",
+                    std::string(precision.data(), precision.size()), "'");
+  return make_raster_plan(p, mode == 0, deterministic, target);
+}
+
+// The plan as rasterize_fwd returns it: [2] int64 (forward, backward kernel) on the CPU, so
+// that rasterize_bwd and Python read it without a device sync.
+inline at::Tensor plan_tensor(const RasterPlan& plan) {
+  at::Tensor t = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  t.data_ptr<int64_t>()[0] = static_cast<int64_t>(plan.forward);
+  t.data_ptr<int64_t>()[1] = static_cast<int64_t>(plan.backward);
+  return t;
+}
+
+// rasterize_bwd's `plan` (rasterize_fwd's output): the backward kernel it names, checked to run
+// on this target and mode (a plan from elsewhere is refused, never re-decided).
+inline RasterKernel planned_backward(const at::Tensor& plan, int64_t mode,
+                                     const RasterTarget& target) {
+  check_shape(plan, "plan", {2});
+  TORCH_CHECK_TYPE(plan.scalar_type() == at::kLong, "plan must have dtype int64, got ",
+                   plan.scalar_type());
+  TORCH_CHECK_VALUE(plan.device().is_cpu(),
+                    "plan must be on the CPU (as rasterize_fwd returns it), got ", plan.device());
+  const int64_t k = plan.contiguous().data_ptr<int64_t>()[1];
+  TORCH_CHECK_VALUE(k >= 0 && k < kNumRasterKernels, "plan holds no backward kernel, got ", k);
+  TORCH_CHECK_VALUE(raster_kernel_runs(static_cast<RasterKernel>(k), true, mode == 0, target),
+                    "plan: the backward kernel '", kRasterKernelNames[k],
+                    "' does not run here (pass the plan rasterize_fwd returned for these inputs)");
+  return static_cast<RasterKernel>(k);
 }
 
 // Validates the tensors every rasterize op shares (both backends) and returns them contiguous;
@@ -161,10 +201,13 @@ RasterArgs<T> make_raster_args(const RasterInputs& in, int64_t width, int64_t he
 }
 
 // rasterize_fwd's outputs, allocated: render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W]
-// int32, aux [C,H,W], stats [C,3] int64 (zeroed: the kernels add into it).
+// int32, aux [C,H,W], stats [C,3] int64 (zeroed: the kernels add into it); the plan tensor
+// comes from plan_tensor.
 struct RasterOutputs {
   at::Tensor render, alphas, last_ids, aux, stats;
 };
+using RasterFwdResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
+                                   at::Tensor>;
 inline RasterOutputs empty_raster_outputs(int64_t C, int64_t height, int64_t width, int64_t CH,
                                           const at::TensorOptions& opts) {
   return {at::empty({C, height, width, CH}, opts), at::empty({C, height, width, 1}, opts),
