@@ -111,3 +111,21 @@ def test_voda_reads_the_frames_layout(tmp_path):
                "--labels", str(tmp_path / "labels"), "--iters", "2", "--out", str(tmp_path / "out")])
     assert rc == 0
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["n_gaussians"] == model.num_gaussians
+
+
+def test_viewer_and_kernel_cases_use_these_intrinsics():
+    # the K viewer/camera.py and testing/make_cases.py built themselves before they called
+    # pinhole / intrinsics: the same numbers
+    from gsrender.testing.make_cases import Scene
+    from gsrender.viewer.camera import camera_from_viser
+
+    for W, H, fov_y in ((640, 480, 0.9), (37, 21, 1.3), (1, 1, 3.0)):
+        f = 0.5 * H / math.tan(0.5 * fov_y)
+        old = torch.tensor([[f, 0.0, W / 2], [0.0, f, H / 2], [0.0, 0.0, 1.0]])
+        assert torch.equal(camera_from_viser([1.0, 0, 0, 0], [0.0, 0, 0], fov_y, W, H).K, old)
+    for name, dtype in (("tiny", torch.float64), ("small", torch.float32)):
+        s = Scene(name, dtype)
+        f = 0.5 * s.W / np.tan(np.radians(60.0) / 2)
+        old = torch.tensor([[f, 0, s.W / 2], [0, f, s.H / 2], [0, 0, 1]], dtype=torch.float64)
+        # math.tan here, np.tan before: equal up to the last bit of a float64
+        torch.testing.assert_close(s.Ks, old.repeat(s.C, 1, 1).to(dtype), rtol=1e-15, atol=0)

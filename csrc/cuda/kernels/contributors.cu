@@ -20,7 +20,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t cam = i / P, q = i % P;
   const int x = pix ? pix[2 * i] : static_cast<int>(q % a.width);
   const int y = pix ? pix[2 * i + 1] : static_cast<int>(q / a.width);
-  if (x < 0)  // padding: an empty list
+  // padding, or (unchecked without validation) a pixel outside the image: an empty list
+  if (x < 0 || y < 0 || x >= a.width || y >= a.height)
     close_list(o, i, K, 0, 0);
   else
     pixel_contributors<T>(a, cam, x, y, K, tau_rel, tau_abs, i, o);
