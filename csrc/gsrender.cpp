@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "cpu/isa.h"
@@ -70,13 +71,12 @@ PyObject* py_raster_precisions(PyObject*, PyObject*) {
 // target (the CUDA plans are testable, and written into kernel cases, without a GPU).
 PyObject* py_plan_raster(PyObject*, PyObject* args) {
   const char* precision;
-  Py_ssize_t n;
   int sorted, deterministic, cuda, float32, tile_size, cc_major;
-  if (!PyArg_ParseTuple(args, "s#ppppii", &precision, &n, &sorted, &deterministic, &cuda,
-                        &float32, &tile_size, &cc_major))
+  if (!PyArg_ParseTuple(args, "sppppii", &precision, &sorted, &deterministic, &cuda, &float32,
+                        &tile_size, &cc_major))
     return nullptr;
   gsrender::RasterPrecision p;
-  if (!gsrender::parse_raster_precision(precision, static_cast<size_t>(n), &p)) {
+  if (!gsrender::parse_raster_precision(precision, std::strlen(precision), &p)) {
     PyErr_Format(PyExc_ValueError, "precision must be one of %s, got '%s'",
                  gsrender::kRasterPrecisionChoices, precision);
     return nullptr;
