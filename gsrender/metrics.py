@@ -61,13 +61,13 @@ def ssim_map(img: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     _check_pair(img, target)
     lead = img.shape[:-3]
     h, w, ch = img.shape[-3:]
-    x = img.reshape(-1, h, w, ch).permute(0, 3, 1, 2)  # [B, CH, H, W]
-    y = target.reshape(-1, h, w, ch).permute(0, 3, 1, 2)
     g = _window(img.dtype, img.device)
     if img.device.type == "cpu" and img.dtype in (torch.float32, torch.float64):
-        planes = (-1, h, w)
-        s = ops.ssim_map(x.reshape(planes), y.reshape(planes), g, SSIM_C1, SSIM_C2)
-        return s.view(-1, ch, h, w).permute(0, 2, 3, 1).reshape(*lead, h, w, ch)
+        s = ops.ssim_map(img.reshape(-1, h, w, ch), target.reshape(-1, h, w, ch), g, SSIM_C1,
+                         SSIM_C2)
+        return s.reshape(*lead, h, w, ch)
+    x = img.reshape(-1, h, w, ch).permute(0, 3, 1, 2)  # [B, CH, H, W]
+    y = target.reshape(-1, h, w, ch).permute(0, 3, 1, 2)
     return _ssim_map_tensor_ops(x, y, g).permute(0, 2, 3, 1).reshape(*lead, h, w, ch)
 
 

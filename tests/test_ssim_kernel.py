@@ -12,12 +12,14 @@ C1, C2 = metrics.SSIM_C1, metrics.SSIM_C2
 
 
 def _expected(x, y, g):
-    """SSIM [P, H, W] of planes x, y by F.conv2d and tensor ops (metrics' non-CPU path)."""
-    return metrics._ssim_map_tensor_ops(x[None], y[None], g)[0]
+    """SSIM [B, H, W, CH] of images x, y by F.conv2d and tensor ops (metrics' non-CPU path)."""
+    planar = (0, 3, 1, 2)
+    return metrics._ssim_map_tensor_ops(x.permute(planar), y.permute(planar), g).permute(0, 2, 3, 1)
 
 
-# planes smaller than the window, one band, several 64-row bands with a ragged last one
-SIZES = [(1, 3, 4), (2, 17, 23), (3, 150, 37)]
+# images [B, H, W, CH] smaller than the window, of one band, of several 64-row bands with a
+# ragged last one
+SIZES = [(1, 3, 4, 1), (2, 17, 23, 3), (1, 150, 37, 2)]
 
 
 @every_cpu_isa
@@ -35,9 +37,9 @@ def test_ssim_kernel_matches_tensor_ops(shape, dtype):
 @every_cpu_isa
 def test_ssim_kernel_gradients_match_tensor_ops_in_float32():
     gen = torch.Generator().manual_seed(1)
-    x = torch.rand(3, 70, 41, generator=gen, requires_grad=True)
-    y = torch.rand(3, 70, 41, generator=gen, requires_grad=True)
-    v = torch.randn(3, 70, 41, generator=gen)
+    x = torch.rand(2, 70, 41, 3, generator=gen, requires_grad=True)
+    y = torch.rand(2, 70, 41, 3, generator=gen, requires_grad=True)
+    v = torch.randn(2, 70, 41, 3, generator=gen)
     g = metrics._window(torch.float32, x.device)
     got = torch.autograd.grad((ops.ssim_map(x, y, g, C1, C2) * v).sum(), (x, y))
     want = torch.autograd.grad((_expected(x, y, g) * v).sum(), (x, y))
@@ -48,8 +50,8 @@ def test_ssim_kernel_gradients_match_tensor_ops_in_float32():
 def test_ssim_kernel_gradcheck_with_an_asymmetric_window():
     # an asymmetric window catches a backward blur that is not the reversed (adjoint) one
     gen = torch.Generator().manual_seed(2)
-    x = torch.rand(2, 13, 9, generator=gen, dtype=torch.float64, requires_grad=True)
-    y = torch.rand(2, 13, 9, generator=gen, dtype=torch.float64, requires_grad=True)
+    x = torch.rand(2, 13, 9, 2, generator=gen, dtype=torch.float64, requires_grad=True)
+    y = torch.rand(2, 13, 9, 2, generator=gen, dtype=torch.float64, requires_grad=True)
     g = torch.rand(5, generator=gen, dtype=torch.float64)
     g = g / g.sum()
     assert torch.autograd.gradcheck(lambda a, b: ops.ssim_map(a, b, g, C1, C2), (x, y))
@@ -60,8 +62,8 @@ def test_ssim_kernel_gradcheck_with_an_asymmetric_window():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_opcheck_ssim_fwd(dtype):
     gen = torch.Generator().manual_seed(3)
-    x = torch.rand(4, 20, 13, generator=gen, dtype=dtype, requires_grad=True)
-    y = torch.rand(4, 20, 13, generator=gen, dtype=dtype)
+    x = torch.rand(2, 20, 13, 3, generator=gen, dtype=dtype, requires_grad=True)
+    y = torch.rand(2, 20, 13, 3, generator=gen, dtype=dtype)
     res = torch.library.opcheck(torch.ops.gsrender.ssim_fwd,
                                 (x, y, metrics._window(dtype, x.device), C1, C2))
     assert all(v == "SUCCESS" for v in res.values()), res
@@ -77,12 +79,14 @@ def test_metrics_ssim_runs_the_kernel_on_the_cpu(monkeypatch):
 
 
 def test_bad_inputs_name_the_argument():
-    x = torch.rand(2, 8, 8)
+    x = torch.rand(2, 8, 8, 3)
     g = torch.ones(3) / 3
     with pytest.raises(ValueError, match="x must have shape"):
         ops.ssim_map(x[0], x[0], g, C1, C2)
     with pytest.raises(ValueError, match="y must have shape"):
         ops.ssim_map(x, x[:, :4], g, C1, C2)
+    with pytest.raises(ValueError, match="y must have shape"):
+        ops.ssim_map(x, x[..., :1], g, C1, C2)
     with pytest.raises(ValueError, match="window must have an odd length"):
         ops.ssim_map(x, x, torch.ones(4), C1, C2)
     with pytest.raises(TypeError, match="window must have the dtype of x"):

@@ -2,7 +2,8 @@
 // five Gaussian-window blurs and the per-pixel formula fused in one pass over row bands, and its
 // exact gradient. On a CPU, F.conv2d's depthwise blurs plus ~25 elementwise tensor ops took
 // about a fifth of a training step; here the blurs are two 11-tap passes whose inner loops
-// vectorise, and no intermediate map but the five blurred moments is written.
+// vectorise, no intermediate map but the five blurred moments is written, and the channel-last
+// images are read in place (no planar copies).
 //
 // Per pixel, with the blurred moments mx = B(x), my = B(y), sxx = B(x²), syy = B(y²), sxy = B(xy)
 // (B: the window along W then H, zero padding, the same size — F.conv2d's cross-correlation):
@@ -28,6 +29,14 @@ using at::Tensor;
 // Rows a task blurs: a band of H, so its rows blurred along W (band + 2r halo) stay in L2.
 constexpr int64_t kBandRows = 64;
 constexpr int kMoments = 5;  // mx, my, sxx, syy, sxy
+
+// Channel-last images [B, H, W, CH] seen as P = B·CH planes [H, W]: plane p = (b, c).
+template <typename T>
+struct Planes {
+  T* data;
+  int64_t H, W, CH;
+  T* row(int64_t p, int64_t y) const { return data + ((p / CH * H + y) * W) * CH + p % CH; }
+};
 
 // Scratch of one thread: a zero-padded input row and the band's rows blurred along W.
 template <typename T>
@@ -95,9 +104,9 @@ void for_plane_bands(int64_t P, int64_t H, int64_t W, int r, const F& f) {
 }
 
 void check_ssim_inputs(const Tensor& x, const Tensor& y, const Tensor& window) {
-  check_shape(x, "x", {-1, -1, -1}, "[P, H, W]");
+  check_shape(x, "x", {-1, -1, -1, -1}, "[B, H, W, CH]");
   check_floating(x, "x");
-  check_shape(y, "y", {x.size(0), x.size(1), x.size(2)}, "[P, H, W] (as x)");
+  check_shape(y, "y", x.sizes().vec(), "[B, H, W, CH] (as x)");
   check_like(y, "y", x, "x");
   check_shape(window, "window", {-1}, "[K]");
   check_like(window, "window", x, "x");
@@ -105,100 +114,118 @@ void check_ssim_inputs(const Tensor& x, const Tensor& y, const Tensor& window) {
                     window.size(0));
 }
 
-// x, y [P, H, W], window [K] (K odd) -> ssim [P, H, W], moments [5, P, H, W]
+// Row functions for blur_band: plane p's row of a, or of a·b, gathered from channel-last images.
+template <typename T>
+auto plane_row(const Planes<const T>& a, int64_t p) {
+  return [=](int64_t y, T* dst) {
+    const T* src = a.row(p, y);
+    for (int64_t i = 0; i < a.W; ++i) dst[i] = src[i * a.CH];
+  };
+}
+template <typename T>
+auto plane_product_row(const Planes<const T>& a, const Planes<const T>& b, int64_t p) {
+  return [=](int64_t y, T* dst) {
+    const T *sa = a.row(p, y), *sb = b.row(p, y);
+    for (int64_t i = 0; i < a.W; ++i) dst[i] = sa[i * a.CH] * sb[i * a.CH];
+  };
+}
+
+// x, y [B, H, W, CH], window [K] (K odd) -> ssim [B, H, W, CH], moments [5, B·CH, H, W]
 std::tuple<Tensor, Tensor> ssim_fwd_cpu(const Tensor& x, const Tensor& y, const Tensor& window,
                                         double c1, double c2) {
   check_ssim_inputs(x, y, window);
-  const int64_t P = x.size(0), H = x.size(1), W = x.size(2), HW = H * W;
+  const int64_t H = x.size(1), W = x.size(2), CH = x.size(3), P = x.size(0) * CH, HW = H * W;
   const int r = static_cast<int>(window.size(0) / 2);
   const Tensor x_c = x.contiguous(), y_c = y.contiguous(), g_c = window.contiguous();
-  Tensor ssim = at::empty({P, H, W}, x.options());
+  Tensor ssim = at::empty(x.sizes(), x.options());
   Tensor moments = at::empty({kMoments, P, H, W}, x.options());
   if (ssim.numel() == 0) return {ssim, moments};
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ssim_fwd_cpu", [&] {
     using T = scalar_t;
-    const T *xp = x_c.data_ptr<T>(), *yp = y_c.data_ptr<T>(), *g = g_c.data_ptr<T>();
-    T *sp = ssim.data_ptr<T>(), *mp = moments.data_ptr<T>();
+    const Planes<const T> xs{x_c.data_ptr<T>(), H, W, CH}, ys{y_c.data_ptr<T>(), H, W, CH};
+    const Planes<T> out{ssim.data_ptr<T>(), H, W, CH};
+    const T* g = g_c.data_ptr<T>();
+    T* mp = moments.data_ptr<T>();
     const T C1 = static_cast<T>(c1), C2 = static_cast<T>(c2);
     for_plane_bands<T>(P, H, W, r, [&](int64_t p, int64_t y0, int64_t y1, BlurScratch<T>& s) {
-      const T *xs = xp + p * HW, *ys = yp + p * HW;
       T* m[kMoments];
       for (int q = 0; q < kMoments; ++q) m[q] = mp + (q * P + p) * HW + y0 * W;
-      auto product = [&](const T* a, const T* b) {
-        return [=](int64_t row, T* dst) {
-          for (int64_t i = 0; i < W; ++i) dst[i] = a[row * W + i] * b[row * W + i];
-        };
-      };
-      auto copy = [&](const T* a) {
-        return [=](int64_t row, T* dst) { std::copy(a + row * W, a + (row + 1) * W, dst); };
-      };
-      blur_band(copy(xs), m[0], H, W, g, r, y0, y1, s);
-      blur_band(copy(ys), m[1], H, W, g, r, y0, y1, s);
-      blur_band(product(xs, xs), m[2], H, W, g, r, y0, y1, s);
-      blur_band(product(ys, ys), m[3], H, W, g, r, y0, y1, s);
-      blur_band(product(xs, ys), m[4], H, W, g, r, y0, y1, s);
-      T* out = sp + p * HW + y0 * W;
-      for (int64_t i = 0; i < (y1 - y0) * W; ++i)
-        out[i] = ssim_pixel(m[0][i], m[1][i], m[2][i], m[3][i], m[4][i], C1, C2).s;
+      blur_band(plane_row(xs, p), m[0], H, W, g, r, y0, y1, s);
+      blur_band(plane_row(ys, p), m[1], H, W, g, r, y0, y1, s);
+      blur_band(plane_product_row(xs, xs, p), m[2], H, W, g, r, y0, y1, s);
+      blur_band(plane_product_row(ys, ys, p), m[3], H, W, g, r, y0, y1, s);
+      blur_band(plane_product_row(xs, ys, p), m[4], H, W, g, r, y0, y1, s);
+      for (int64_t yy = y0; yy < y1; ++yy) {
+        T* o = out.row(p, yy);
+        for (int64_t i = (yy - y0) * W, xx = 0; xx < W; ++i, ++xx)
+          o[xx * CH] = ssim_pixel(m[0][i], m[1][i], m[2][i], m[3][i], m[4][i], C1, C2).s;
+      }
     });
   });
   return {ssim, moments};
 }
 
-// -> v_x [P, H, W], v_y [P, H, W] (or [0] when y_grad is false: the target of a loss)
+// -> v_x [B, H, W, CH], v_y [B, H, W, CH] (or [0, H, W, CH] when y_grad is false: the target
+// of a loss)
 std::tuple<Tensor, Tensor> ssim_bwd_cpu(const Tensor& x, const Tensor& y, const Tensor& window,
                                         double c1, double c2, const Tensor& moments,
                                         const Tensor& v_ssim, bool y_grad) {
   check_ssim_inputs(x, y, window);
-  const int64_t P = x.size(0), H = x.size(1), W = x.size(2), HW = H * W;
-  check_shape(moments, "moments", {kMoments, P, H, W}, "[5, P, H, W] (ssim_fwd's)");
+  const int64_t H = x.size(1), W = x.size(2), CH = x.size(3), P = x.size(0) * CH, HW = H * W;
+  check_shape(moments, "moments", {kMoments, P, H, W}, "[5, B*CH, H, W] (ssim_fwd's)");
   check_like(moments, "moments", x, "x");
-  check_shape(v_ssim, "v_ssim", {P, H, W}, "[P, H, W] (as x)");
+  check_shape(v_ssim, "v_ssim", x.sizes().vec(), "[B, H, W, CH] (as x)");
   check_like(v_ssim, "v_ssim", x, "x");
   const int r = static_cast<int>(window.size(0) / 2);
   const Tensor x_c = x.contiguous(), y_c = y.contiguous(), m_c = moments.contiguous(),
                v_c = v_ssim.contiguous(), g_rev = window.flip(0).contiguous();
-  Tensor v_x = at::empty({P, H, W}, x.options());
-  Tensor v_y = at::empty({y_grad ? P : 0, H, W}, x.options());
+  Tensor v_x = at::empty(x.sizes(), x.options());
+  Tensor v_y = at::empty({y_grad ? x.size(0) : 0, H, W, CH}, x.options());
   if (v_x.numel() == 0) return {v_x, v_y};
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "ssim_bwd_cpu", [&] {
     using T = scalar_t;
-    const T *xp = x_c.data_ptr<T>(), *yp = y_c.data_ptr<T>(), *g = g_rev.data_ptr<T>();
-    const T *mp = m_c.data_ptr<T>(), *vp = v_c.data_ptr<T>();
-    T *vxp = v_x.data_ptr<T>(), *vyp = y_grad ? v_y.data_ptr<T>() : nullptr;
+    const Planes<const T> xs{x_c.data_ptr<T>(), H, W, CH}, ys{y_c.data_ptr<T>(), H, W, CH},
+        vs{v_c.data_ptr<T>(), H, W, CH};
+    const Planes<T> vx{v_x.data_ptr<T>(), H, W, CH},
+        vy{y_grad ? v_y.data_ptr<T>() : nullptr, H, W, CH};
+    const T *g = g_rev.data_ptr<T>(), *mp = m_c.data_ptr<T>();
     const T C1 = static_cast<T>(c1), C2 = static_cast<T>(c2);
     for_plane_bands<T>(P, H, W, r, [&](int64_t p, int64_t y0, int64_t y1, BlurScratch<T>& s) {
       const T* m[kMoments];
       for (int q = 0; q < kMoments; ++q) m[q] = mp + (q * P + p) * HW;
-      const T *vs = vp + p * HW, *xs = xp + p * HW, *ys = yp + p * HW;
-      // v·∂S/∂(moment) for a row, the partial picked by `pick`
+      // v·∂S/∂(moment) along plane p's row, the partial picked by `pick`
       auto upstream = [&](auto pick) {
         return [=](int64_t row, T* dst) {
-          for (int64_t i = row * W; i < (row + 1) * W; ++i)
-            dst[i - row * W] =
-                vs[i] * pick(ssim_pixel(m[0][i], m[1][i], m[2][i], m[3][i], m[4][i], C1, C2));
+          const T* v = vs.row(p, row);
+          for (int64_t i = row * W, xx = 0; xx < W; ++i, ++xx)
+            dst[xx] = v[xx * CH] *
+                      pick(ssim_pixel(m[0][i], m[1][i], m[2][i], m[3][i], m[4][i], C1, C2));
         };
       };
+      // v_a = Bᵀ(v·∂S/∂m_a) + 2a·Bᵀ(v·∂S/∂s_aa) + b·Bᵀ(v·∂S/∂s_ab) for a = x or y
       const int64_t n = (y1 - y0) * W;
-      std::vector<T> b_mean(n), b_sq(n), b_cross(n);  // Bᵀ of the upstream partials
+      std::vector<T> b_mean(n), b_sq(n), b_cross(n);
+      auto combine = [&](const Planes<T>& v_a, const Planes<const T>& a, const Planes<const T>& b) {
+        for (int64_t yy = y0; yy < y1; ++yy) {
+          T* o = v_a.row(p, yy);
+          const T *ra = a.row(p, yy), *rb = b.row(p, yy);
+          for (int64_t i = (yy - y0) * W, xx = 0; xx < W; ++i, ++xx)
+            o[xx * CH] = b_mean[i] + 2 * ra[xx * CH] * b_sq[i] + rb[xx * CH] * b_cross[i];
+        }
+      };
       blur_band(upstream([](const SsimPixel<T>& d) { return d.d_sxy; }), b_cross.data(), H, W, g,
                 r, y0, y1, s);
-      const int64_t o = y0 * W;
       blur_band(upstream([](const SsimPixel<T>& d) { return d.d_mx; }), b_mean.data(), H, W, g,
                 r, y0, y1, s);
       blur_band(upstream([](const SsimPixel<T>& d) { return d.d_sxx; }), b_sq.data(), H, W, g, r,
                 y0, y1, s);
-      T* vx = vxp + p * HW + o;
-      for (int64_t i = 0; i < n; ++i)
-        vx[i] = b_mean[i] + 2 * xs[o + i] * b_sq[i] + ys[o + i] * b_cross[i];
+      combine(vx, xs, ys);
       if (!y_grad) return;
       blur_band(upstream([](const SsimPixel<T>& d) { return d.d_my; }), b_mean.data(), H, W, g,
                 r, y0, y1, s);
       blur_band(upstream([](const SsimPixel<T>& d) { return d.d_syy; }), b_sq.data(), H, W, g, r,
                 y0, y1, s);
-      T* vy = vyp + p * HW + o;
-      for (int64_t i = 0; i < n; ++i)
-        vy[i] = b_mean[i] + 2 * ys[o + i] * b_sq[i] + xs[o + i] * b_cross[i];
+      combine(vy, ys, xs);
     });
   });
   return {v_x, v_y};
