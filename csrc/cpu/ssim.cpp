@@ -38,12 +38,37 @@ struct Planes {
   T* row(int64_t p, int64_t y) const { return data + ((p / CH * H + y) * W) * CH + p % CH; }
 };
 
-// Scratch of one thread: a zero-padded input row and the band's rows blurred along W.
+// Scratch of one thread: a zero-padded input row, the band's rows blurred along W, and the
+// source rows of one output row.
 template <typename T>
 struct BlurScratch {
   std::vector<T> padded, wrows;
-  BlurScratch(int64_t W, int r) : padded(W + 2 * r, T(0)), wrows((kBandRows + 2 * r) * W) {}
+  std::vector<const T*> srcs;
+  BlurScratch(int64_t W, int r)
+      : padded(W + 2 * r, T(0)), wrows((kBandRows + 2 * r) * W), srcs(2 * r + 1) {}
 };
+
+// out[x] = Σ_i w[i] · src[i][x] for x in [0, W), i in increasing order. A cache line of outputs
+// stays in registers across the n taps (one store per output instead of one per tap).
+template <typename T>
+void weighted_rows(const T* const* src, const T* w, int n, int64_t W, T* out) {
+  constexpr int64_t kBlock = 64 / sizeof(T);
+  int64_t x = 0;
+  for (; x + kBlock <= W; x += kBlock) {
+    T acc[kBlock] = {};
+    for (int i = 0; i < n; ++i) {
+      const T wi = w[i];
+      const T* s = src[i] + x;
+      for (int64_t j = 0; j < kBlock; ++j) acc[j] += wi * s[j];
+    }
+    std::copy(acc, acc + kBlock, out + x);
+  }
+  for (; x < W; ++x) {
+    T acc = 0;
+    for (int i = 0; i < n; ++i) acc += w[i] * src[i][x];
+    out[x] = acc;
+  }
+}
 
 // Rows [y0, y1) of one plane [H, W] blurred into out (row y at out[(y − y0)·W]). row(y, dst)
 // writes the plane's row y into dst[0, W): the input itself or a function of it (x², v·∂S/∂m).
@@ -51,24 +76,16 @@ template <typename T, class Row>
 void blur_band(const Row& row, T* out, int64_t H, int64_t W, const T* g, int r, int64_t y0,
                int64_t y1, BlurScratch<T>& s) {
   const int64_t h0 = std::max<int64_t>(0, y0 - r), h1 = std::min<int64_t>(H, y1 + r);
+  for (int k = 0; k <= 2 * r; ++k) s.srcs[k] = s.padded.data() + k;
   for (int64_t y = h0; y < h1; ++y) {  // along W: the padded row's borders stay 0
     row(y, s.padded.data() + r);
-    T* o = s.wrows.data() + (y - h0) * W;
-    std::fill(o, o + W, T(0));
-    for (int k = 0; k <= 2 * r; ++k) {
-      const T gk = g[k];
-      const T* src = s.padded.data() + k;
-      for (int64_t x = 0; x < W; ++x) o[x] += gk * src[x];
-    }
+    weighted_rows(s.srcs.data(), g, 2 * r + 1, W, s.wrows.data() + (y - h0) * W);
   }
-  for (int64_t y = y0; y < y1; ++y) {  // along H, rows outside the plane are 0
-    T* o = out + (y - y0) * W;
-    std::fill(o, o + W, T(0));
-    for (int64_t t = std::max<int64_t>(h0, y - r); t < std::min<int64_t>(h1, y + r + 1); ++t) {
-      const T gk = g[t - y + r];
-      const T* src = s.wrows.data() + (t - h0) * W;
-      for (int64_t x = 0; x < W; ++x) o[x] += gk * src[x];
-    }
+  for (int64_t y = y0; y < y1; ++y) {  // along H: rows outside the plane are 0
+    const int64_t t0 = std::max<int64_t>(h0, y - r), t1 = std::min<int64_t>(h1, y + r + 1);
+    for (int64_t t = t0; t < t1; ++t) s.srcs[t - t0] = s.wrows.data() + (t - h0) * W;
+    weighted_rows(s.srcs.data(), g + (t0 - y + r), static_cast<int>(t1 - t0), W,
+                  out + (y - y0) * W);
   }
 }
 
