@@ -227,4 +227,14 @@ TORCH_LIBRARY(gsrender, m) {
       "Tensor tile_offsets, Tensor flatten_ids, int width, int height, int tile_size, "
       "Tensor? pixels, int K_max, float tau_rel, float tau_abs) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+
+  // The SSIM map of the training loss (gsrender.metrics; CPU kernel): Gaussian-window moments of
+  // x and y (window along W then H, zero padding, F.conv2d's correlation) and the SSIM formula
+  // with constants c1, c2, per channel. x, y [B,H,W,CH], window [K] (K odd)
+  // -> ssim [B,H,W,CH], moments [5,B*CH,H,W] (B(x), B(y), B(x²), B(y²), B(xy), for the backward)
+  m.def("ssim_fwd(Tensor x, Tensor y, Tensor window, float c1, float c2) -> (Tensor, Tensor)");
+  // -> v_x [B,H,W,CH], v_y [B,H,W,CH] ([0,H,W,CH] unless y_grad)
+  m.def(
+      "ssim_bwd(Tensor x, Tensor y, Tensor window, float c1, float c2, Tensor moments, "
+      "Tensor v_ssim, bool y_grad) -> (Tensor, Tensor)");
 }

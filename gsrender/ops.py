@@ -269,3 +269,43 @@ def _contributors_fake(means2d, conics, opacities, depths, tile_offsets, flatten
     f, i32 = means2d.new_empty, torch.int32
     return (f((C, P, K_max), dtype=i32), f((C, P, K_max)), f((C, P, K_max)),
             f((C, P, K_max), dtype=i32), f((C, P), dtype=i32), f((C, P), dtype=i32))
+
+
+# ---------------------------------------------------------------------------------------------
+# SSIM map (the training loss; CPU kernel)
+
+
+def ssim_map(x, y, window, c1: float, c2: float):
+    """SSIM per pixel and channel of images x, y [B,H,W,CH] with the Gaussian window [K]."""
+    return _ops.ssim_fwd(x, y, window, c1, c2)[0]
+
+
+@torch.library.register_fake("gsrender::ssim_fwd")
+def _ssim_fake(x, y, window, c1, c2):
+    B, H, W, CH = x.shape
+    return x.new_empty(x.shape), x.new_empty((5, B * CH, H, W))
+
+
+@torch.library.register_fake("gsrender::ssim_bwd")
+def _ssim_bwd_fake(x, y, window, c1, c2, moments, v_ssim, y_grad):
+    return x.new_empty(x.shape), x.new_empty((x.shape[0] if y_grad else 0, *x.shape[1:]))
+
+
+def _ssim_setup(ctx, inputs, output):
+    x, y, window, ctx.c1, ctx.c2 = inputs
+    ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)  # no zero gradient of the moments (5 images) every call
+    ctx.save_for_backward(x, y, window, output[1])
+
+
+def _ssim_backward(ctx, v_ssim, v_moments):
+    if v_ssim is None:
+        return None, None, None, None, None
+    x, y, window, moments = ctx.saved_tensors
+    v_x, v_y = _ops.ssim_bwd(x, y, window, ctx.c1, ctx.c2, moments, v_ssim.contiguous(),
+                             ctx.needs_input_grad[1])
+    # no gradient to the window: the SSIM's is a constant
+    return v_x, v_y if ctx.needs_input_grad[1] else None, None, None, None
+
+
+torch.library.register_autograd("gsrender::ssim_fwd", _ssim_backward, setup_context=_ssim_setup)

@@ -98,3 +98,17 @@ def test_cpu_targets_smoke(tmp_path):
     assert len(res["targets"]) == 9 and all("fwd_bwd_ms" in c for c in res["cases"])
     assert (tmp_path / "cpu_targets.md").read_text().startswith("# CPU renderer")
     assert (tmp_path / "cpu_targets_vs_D.png").stat().st_size > 1000
+
+
+def test_train_step_smoke(tmp_path):
+    """benchmarks/train_step.py on snowmiku_small: every phase timed, both side-by-side ratios."""
+    scene = ROOT.parent / "shared" / "data" / "snowmiku_small"
+    if not scene.is_dir():
+        pytest.skip(f"shared data folder absent ({scene})")
+    run = subprocess.run([sys.executable, str(BENCH / "train_step.py"), "--colmap", str(scene), "--warmup", "1",
+                          "--steps", "1", "--threads", "1", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    res = json.loads((tmp_path / "train_step.json").read_text())
+    assert set(res["step_ms"]) == {"render", "loss", "backward", "stats", "adam"}
+    assert res["ssim_speedup"] > 0 and res["adam_speedup"] > 0

