@@ -288,20 +288,22 @@ TARGET_DS = (0, 16, 64, 256)
 TARGET_SIZES = {"full": (100_000, 1_000_000, 512), "smoke": (2_000, 5_000, 64)}
 
 
-def issue_scene(n: int, size: int, seed: int = 0) -> dict:
+def issue_scene(n: int, size: int, seed: int = 0, height: int | None = None) -> dict:
     """N Gaussians uniform in a box 5 ± 0.5 units in front of a size² pinhole camera (f = size·500/512,
-    the box fills the view), log-normal scales (median e^-4, σ 0.6), sigmoid-normal opacities."""
+    the box fills the view), log-normal scales (median e^-4, σ 0.6), sigmoid-normal opacities.
+    height: a size × height camera instead (same f and draws; the box fills its view)."""
     g = torch.Generator().manual_seed(seed)
     f = 500.0 * size / 512
+    height = size if height is None else height
     z = 5.0 + (torch.rand(n, generator=g) - 0.5)
-    half = 0.5 * size / f * z  # the view's half width at that depth
-    means = torch.stack([(torch.rand(n, generator=g) * 2 - 1) * half,
-                         (torch.rand(n, generator=g) * 2 - 1) * half, z], -1)
+    half_x, half_y = 0.5 * size / f * z, 0.5 * height / f * z  # the view's half extents at that depth
+    means = torch.stack([(torch.rand(n, generator=g) * 2 - 1) * half_x,
+                         (torch.rand(n, generator=g) * 2 - 1) * half_y, z], -1)
     return {"means": means, "quats": torch.nn.functional.normalize(torch.randn(n, 4, generator=g), dim=-1),
             "scales": torch.exp(-4.0 + 0.6 * torch.randn(n, 3, generator=g)),
             "opacities": torch.sigmoid(torch.randn(n, generator=g)),
             "sh": 0.3 * torch.randn(n, 16, 3, generator=g),
-            "viewmat": torch.eye(4)[None], "K": torch.tensor([[[f, 0.0, size / 2], [0.0, f, size / 2], [0.0, 0.0, 1.0]]])}
+            "viewmat": torch.eye(4)[None], "K": torch.tensor([[[f, 0.0, size / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]]])}
 
 
 def _median_ms(fn, runs: int, warmup: int) -> float:
