@@ -57,9 +57,12 @@ void list_pairs(const BinInputs<T>& in, std::vector<std::vector<int32_t>>& block
     std::vector<int32_t> scratch;  // this thread's block, copied out at its exact size
     for (int64_t b; (b = take()) < n_blocks;) {
       scratch.clear();
-      for (int64_t i = b * kBlock, end = std::min(CN, i + kBlock); i < end; ++i) {
+      const int64_t first = b * kBlock;
+      int32_t base = static_cast<int32_t>((first / in.N) * TH * TW);  // the camera's first tile
+      int64_t next_camera = (first / in.N + 1) * in.N;
+      for (int64_t i = first, end = std::min(CN, first + kBlock); i < end; ++i) {
         int32_t r[4];
-        const int32_t base = static_cast<int32_t>((i / in.N) * TH * TW);
+        if (i == next_camera) base += TH * TW, next_camera += in.N;  // (no division per Gaussian)
         count[i] = !tile_rect(in, i, r)
                        ? 0
                        : static_cast<int32_t>(for_each_bin_tile<T>(
@@ -122,7 +125,7 @@ std::tuple<at::Tensor, at::Tensor> bin_tiles_impl(const BinInputs<T>& in, const 
       for (int64_t b = part_block[p]; b < part_block[p + 1]; ++b) {
         const int32_t* t = block_tiles[b].data();
         for (int64_t i = b * kBlock, end = std::min(CN, i + kBlock); i < end; ++i)
-          for (int32_t k = 0; k < count[i]; ++k) ids[cur[*t++]++] = static_cast<int32_t>(i);
+          for (const int32_t* e = t + count[i]; t < e;) ids[cur[*t++]++] = static_cast<int32_t>(i);
         std::vector<int32_t>().swap(block_tiles[b]);  // done with it: free as we go
       }
     }
