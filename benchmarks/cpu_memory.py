@@ -28,9 +28,8 @@ def measure(n: int, width: int, height: int, D: int) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(HERE.parent))
-    import cpu_render as cr
-    from common import PeakMemory, _status_kb
+    from benchmarks import cpu_render as cr
+    from benchmarks.common import PeakMemory, _status_kb
 
     sc = cr.issue_scene(n, width, height=height)
     leaves = {k: sc[k].requires_grad_(True) for k in ("means", "quats", "scales", "opacities", "sh")}

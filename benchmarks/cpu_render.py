@@ -10,7 +10,8 @@ away, log-normal scales with median e^-4 and σ 0.6 in log space, sigmoid-normal
 degree 3; a 512² pinhole camera with f = 500): 100k Gaussians for D ∈ {0, 16, 64, 256} (forward,
 forward + backward, stage times, the scalar kernel's forward side by side) and 1M Gaussians (RGB
 forward and its per-Gaussian stages' share), each the median of --runs (default 5) after a
-warm-up, checked against the issue's targets; writes cpu_targets.json / .md and the plot of
+warm-up, and the peak resident memory of a forward + backward of 1M Gaussians at 1920×1080
+(benchmarks/cpu_memory.py, a fresh process), checked against the issue's targets; writes cpu_targets.json / .md and the plot of
 time against D (cpu_targets_vs_D.png) to --out.
 
 Scenes: the bundled sample (data/sample), the Mip-NeRF 360 garden points
@@ -363,18 +364,32 @@ def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     big = target_case(issue_scene(n_big, size), 0, max(3, runs // 2), warmup, scalar=False, train=False)
     print(json.dumps(big), file=sys.stderr, flush=True)
+    mem, mem_target = memory_target(config)
     env["loadavg_end"] = _loadavg()
-    res = summarize_targets(rows, big, gemm)
+    res = summarize_targets(rows, big, gemm) + [mem_target]
     md = targets_markdown(rows, big, gemm, res, env)
     print(md)
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "cpu_targets.json").write_text(json.dumps(
-            {"env": env, "sgemm_gflops": gemm, "cases": rows, "big": big, "targets": res}, indent=1))
+            {"env": env, "sgemm_gflops": gemm, "cases": rows, "big": big, "memory": mem, "targets": res}, indent=1))
         (out_dir / "cpu_targets.md").write_text(md)
         plot_vs_D(rows, out_dir / "cpu_targets_vs_D.png")
         print(f"wrote {out_dir}/cpu_targets.json, .md and _vs_D.png", file=sys.stderr)
     return 0
+
+
+def memory_target(config: str) -> tuple[dict, dict]:
+    """Issue 14's memory target: peak resident memory of a forward + backward of 1M Gaussians at
+    1920×1080 (benchmarks/cpu_memory.py, in a fresh process; --smoke: 5k at 192×108)."""
+    from benchmarks.cpu_memory import memory_case
+
+    n, w, h = (5_000, 192, 108) if config == "smoke" else (1_000_000, 1920, 1080)
+    row = memory_case(n, w, h)
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    peak = row.get("peak_rss_mb")
+    return row, {"target": f"{n:,} @{w}x{h} fwd+bwd peak RSS MB", "goal": "<= 2048", "value": peak,
+                 "ok": peak is not None and peak <= 2048}
 
 
 def summarize_targets(rows: list[dict], big: dict, gemm: dict) -> list[dict]:
