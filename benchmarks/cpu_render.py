@@ -10,7 +10,8 @@ away, log-normal scales with median e^-4 and σ 0.6 in log space, sigmoid-normal
 degree 3; a 512² pinhole camera with f = 500): 100k Gaussians for D ∈ {0, 16, 64, 256} (forward,
 forward + backward, stage times, the scalar kernel's forward side by side) and 1M Gaussians (RGB
 forward and its per-Gaussian stages' share), each the median of --runs (default 5) after a
-warm-up, checked against the issue's targets; writes cpu_targets.json / .md and the plot of
+warm-up, and the peak resident memory of a forward + backward of 1M Gaussians at 1920×1080
+(benchmarks/cpu_memory.py, a fresh process), checked against the issue's targets; writes cpu_targets.json / .md and the plot of
 time against D (cpu_targets_vs_D.png) to --out.
 
 Scenes: the bundled sample (data/sample), the Mip-NeRF 360 garden points
@@ -288,20 +289,22 @@ TARGET_DS = (0, 16, 64, 256)
 TARGET_SIZES = {"full": (100_000, 1_000_000, 512), "smoke": (2_000, 5_000, 64)}
 
 
-def issue_scene(n: int, size: int, seed: int = 0) -> dict:
+def issue_scene(n: int, size: int, seed: int = 0, height: int | None = None) -> dict:
     """N Gaussians uniform in a box 5 ± 0.5 units in front of a size² pinhole camera (f = size·500/512,
-    the box fills the view), log-normal scales (median e^-4, σ 0.6), sigmoid-normal opacities."""
+    the box fills the view), log-normal scales (median e^-4, σ 0.6), sigmoid-normal opacities.
+    height: a size × height camera instead (same f and draws; the box fills its view)."""
     g = torch.Generator().manual_seed(seed)
     f = 500.0 * size / 512
+    height = size if height is None else height
     z = 5.0 + (torch.rand(n, generator=g) - 0.5)
-    half = 0.5 * size / f * z  # the view's half width at that depth
-    means = torch.stack([(torch.rand(n, generator=g) * 2 - 1) * half,
-                         (torch.rand(n, generator=g) * 2 - 1) * half, z], -1)
+    half_x, half_y = 0.5 * size / f * z, 0.5 * height / f * z  # the view's half extents at that depth
+    means = torch.stack([(torch.rand(n, generator=g) * 2 - 1) * half_x,
+                         (torch.rand(n, generator=g) * 2 - 1) * half_y, z], -1)
     return {"means": means, "quats": torch.nn.functional.normalize(torch.randn(n, 4, generator=g), dim=-1),
             "scales": torch.exp(-4.0 + 0.6 * torch.randn(n, 3, generator=g)),
             "opacities": torch.sigmoid(torch.randn(n, generator=g)),
             "sh": 0.3 * torch.randn(n, 16, 3, generator=g),
-            "viewmat": torch.eye(4)[None], "K": torch.tensor([[[f, 0.0, size / 2], [0.0, f, size / 2], [0.0, 0.0, 1.0]]])}
+            "viewmat": torch.eye(4)[None], "K": torch.tensor([[[f, 0.0, size / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]]])}
 
 
 def _median_ms(fn, runs: int, warmup: int) -> float:
@@ -361,18 +364,32 @@ def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     big = target_case(issue_scene(n_big, size), 0, max(3, runs // 2), warmup, scalar=False, train=False)
     print(json.dumps(big), file=sys.stderr, flush=True)
+    mem, mem_target = memory_target(config)
     env["loadavg_end"] = _loadavg()
-    res = summarize_targets(rows, big, gemm)
+    res = summarize_targets(rows, big, gemm) + [mem_target]
     md = targets_markdown(rows, big, gemm, res, env)
     print(md)
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "cpu_targets.json").write_text(json.dumps(
-            {"env": env, "sgemm_gflops": gemm, "cases": rows, "big": big, "targets": res}, indent=1))
+            {"env": env, "sgemm_gflops": gemm, "cases": rows, "big": big, "memory": mem, "targets": res}, indent=1))
         (out_dir / "cpu_targets.md").write_text(md)
         plot_vs_D(rows, out_dir / "cpu_targets_vs_D.png")
         print(f"wrote {out_dir}/cpu_targets.json, .md and _vs_D.png", file=sys.stderr)
     return 0
+
+
+def memory_target(config: str) -> tuple[dict, dict]:
+    """Issue 14's memory target: peak resident memory of a forward + backward of 1M Gaussians at
+    1920×1080 (benchmarks/cpu_memory.py, in a fresh process; --smoke: 5k at 192×108)."""
+    from benchmarks.cpu_memory import memory_case
+
+    n, w, h = (5_000, 192, 108) if config == "smoke" else (1_000_000, 1920, 1080)
+    row = memory_case(n, w, h)
+    print(json.dumps(row), file=sys.stderr, flush=True)
+    peak = row.get("peak_rss_mb")
+    return row, {"target": f"{n:,} @{w}x{h} fwd+bwd peak RSS MB", "goal": "<= 2048", "value": peak,
+                 "ok": peak is not None and peak <= 2048}
 
 
 def summarize_targets(rows: list[dict], big: dict, gemm: dict) -> list[dict]:

@@ -95,7 +95,8 @@ def test_cpu_targets_smoke(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     res = json.loads((tmp_path / "cpu_targets.json").read_text())
     assert [c["D"] for c in res["cases"]] == [0, 16, 64, 256]
-    assert len(res["targets"]) == 9 and all("fwd_bwd_ms" in c for c in res["cases"])
+    assert len(res["targets"]) == 10 and all("fwd_bwd_ms" in c for c in res["cases"])
+    assert res["memory"]["peak_rss_mb"] > res["memory"]["rss_before_mb"] > 0  # the memory target's case
     assert (tmp_path / "cpu_targets.md").read_text().startswith("# CPU renderer")
     assert (tmp_path / "cpu_targets_vs_D.png").stat().st_size > 1000
 

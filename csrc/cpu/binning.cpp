@@ -1,17 +1,19 @@
 // Tile binning on the CPU: every (camera, tile, Gaussian) intersection — of the radii box, and
 // with conics and opacities only the tiles the α ≥ 1/255 support ellipse meets
 // (gsrender/support_ellipse.h, the rule the CUDA binning runs too) — grouped by tile with a
-// counting sort (stable), then ordered by depth inside each tile when sorting is asked for.
+// parallel counting sort (stable), then ordered by depth inside each tile when sorting is asked
+// for (a stable radix sort on depth keys). Every step is parallel; the lists are the same for
+// any thread count: each tile's Gaussians in Gaussian order, then stably by depth.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "gsrender/raster_interface.h"
 #include "gsrender/support_ellipse.h"
 #include "isa.h"
+#include "key_sort.h"
 
 namespace gsrender {
 namespace {
@@ -41,14 +43,35 @@ bool tile_rect(const BinInputs<T>& in, int64_t i, int32_t* r) {
   return true;
 }
 
+// Gaussians per binning block: the unit the threads take one at a time while listing pairs.
+constexpr int64_t kBlock = 2048;
+
+// Each block's pairs (the tile of every pair, in Gaussian order) and each Gaussian's pair count:
+// the exact test runs once per candidate tile, in parallel, blocks handed out one at a time.
 template <typename T>
-int64_t bin_pairs(const BinInputs<T>& in, int64_t i, const int32_t* r, int64_t* out) {
+void list_pairs(const BinInputs<T>& in, std::vector<std::vector<int32_t>>& block_tiles,
+                int32_t* count) {
+  const int64_t CN = in.C * in.N, n_blocks = static_cast<int64_t>(block_tiles.size());
   const int TW = ceil_div(in.width, in.tile_size), TH = ceil_div(in.height, in.tile_size);
-  const int64_t base = (i / in.N) * TH * TW;
-  return for_each_bin_tile<T>(r, in.means2d, in.conics, in.opacities, i, in.tile_size, in.width,
-                              in.height, [&](int tx, int ty) {
-                                if (out) *out++ = base + int64_t(ty) * TW + tx;
-                              });
+  cpu::parallel_tasks(n_blocks, [&](auto take) {
+    std::vector<int32_t> scratch;  // this thread's block, copied out at its exact size
+    for (int64_t b; (b = take()) < n_blocks;) {
+      scratch.clear();
+      const int64_t first = b * kBlock;
+      int32_t base = static_cast<int32_t>((first / in.N) * TH * TW);  // the camera's first tile
+      int64_t next_camera = (first / in.N + 1) * in.N;
+      for (int64_t i = first, end = std::min(CN, first + kBlock); i < end; ++i) {
+        int32_t r[4];
+        if (i == next_camera) base += TH * TW, next_camera += in.N;  // (no division per Gaussian)
+        count[i] = !tile_rect(in, i, r)
+                       ? 0
+                       : static_cast<int32_t>(for_each_bin_tile<T>(
+                             r, in.means2d, in.conics, in.opacities, i, in.tile_size, in.width,
+                             in.height, [&](int tx, int ty) { scratch.push_back(base + ty * TW + tx); }));
+      }
+      block_tiles[b].assign(scratch.begin(), scratch.end());
+    }
+  });
 }
 
 template <typename T>
@@ -57,45 +80,72 @@ std::tuple<at::Tensor, at::Tensor> bin_tiles_impl(const BinInputs<T>& in, const 
   const int64_t CN = in.C * in.N;
   const int TW = ceil_div(in.width, in.tile_size), TH = ceil_div(in.height, in.tile_size);
   const int64_t n_tiles = in.C * TH * TW;
+  TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "bin_tiles: ", n_tiles, " tiles (cameras × tiles per "
+                    "image) exceed int32 range");
 
-  // Pairs per Gaussian (the exact test runs here, in parallel), then each Gaussian's pair tiles
-  // at its prefix offset: the pairs in Gaussian order.
-  std::vector<int32_t> rect(CN * 4);  // [C*N, 4]: tx0, ty0, tx1, ty1 (empty when culled)
-  std::vector<int64_t> count(CN + 1, 0);
-  cpu::parallel_for(0, CN, 1024, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      int32_t* r = &rect[4 * i];
-      if (!tile_rect(in, i, r)) r[0] = 0, r[1] = 0, r[2] = -1, r[3] = -1;
-      count[i + 1] = bin_pairs(in, i, r, nullptr);
-    }
-  });
-  std::partial_sum(count.begin(), count.end(), count.begin());
-  const int64_t M = count[CN];
+  const int64_t n_blocks = (CN + kBlock - 1) / kBlock;
+  std::vector<std::vector<int32_t>> block_tiles(n_blocks);
+  std::vector<int32_t> count(CN);
+  list_pairs(in, block_tiles, count.data());
+  std::vector<int64_t> block_start(n_blocks + 1, 0);  // pairs before each block
+  for (int64_t b = 0; b < n_blocks; ++b)
+    block_start[b + 1] = block_start[b] + static_cast<int64_t>(block_tiles[b].size());
+  const int64_t M = block_start[n_blocks];
   TORCH_CHECK_VALUE(M < INT32_MAX, "bin_tiles: ", M, " tile intersections exceed int32 range");
-  std::vector<int64_t> pair_tile(M);
-  cpu::parallel_for(0, CN, 1024, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) bin_pairs(in, i, &rect[4 * i], &pair_tile[count[i]]);
-  });
 
-  // Counting sort by tile: per-tile counts, prefix, then a stable scatter in Gaussian order.
-  std::vector<int64_t> tile_count(n_tiles + 1, 0);
-  for (int64_t k = 0; k < M; ++k) ++tile_count[pair_tile[k] + 1];
-  std::partial_sum(tile_count.begin(), tile_count.end(), tile_count.begin());
+  // Stable counting sort by tile, in parallel: P parts, each a run of consecutive blocks with
+  // about M/P pairs, count their pairs per tile; a part's pairs of tile t go after tile t's pairs
+  // of the parts before it, so every tile lists its Gaussians in Gaussian order, whatever P is.
+  // (At most one part per ~16 pairs of a tile on average: the per-part counts are P·n_tiles.)
+  const int64_t P = std::max<int64_t>(
+      1, std::min<int64_t>({at::get_num_threads(), n_blocks, M / std::max<int64_t>(1, 16 * n_tiles)}));
+  std::vector<int64_t> part_block(P + 1);
+  for (int64_t p = 0; p <= P; ++p)
+    part_block[p] = std::lower_bound(block_start.begin(), block_start.end() - 1, p * M / P) -
+                    block_start.begin();
+  part_block[P] = n_blocks;
+  std::vector<int32_t> cursor(P * n_tiles, 0);  // [P, n_tiles]: counts, then write positions
+  cpu::parallel_for(0, P, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t b = part_block[p]; b < part_block[p + 1]; ++b)
+        for (const int32_t t : block_tiles[b]) ++cursor[p * n_tiles + t];
+  });
   at::Tensor tile_offsets = at::empty({in.C, TH, TW}, radii.options());
-  std::copy(tile_count.begin(), tile_count.end() - 1, tile_offsets.data_ptr<int32_t>());
+  int32_t* offs = tile_offsets.data_ptr<int32_t>();
+  int32_t pos = 0;
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    offs[t] = pos;
+    for (int64_t p = 0; p < P; ++p) pos += std::exchange(cursor[p * n_tiles + t], pos);
+  }
   at::Tensor flatten_ids = at::empty({M}, radii.options());
   int32_t* ids = flatten_ids.data_ptr<int32_t>();
-  std::vector<int64_t> cursor(tile_count.begin(), tile_count.end() - 1);
-  for (int64_t i = 0; i < CN; ++i)
-    for (int64_t k = count[i]; k < count[i + 1]; ++k)
-      ids[cursor[pair_tile[k]]++] = static_cast<int32_t>(i);
+  cpu::parallel_for(0, P, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      int32_t* cur = &cursor[p * n_tiles];
+      for (int64_t b = part_block[p]; b < part_block[p + 1]; ++b) {
+        const int32_t* t = block_tiles[b].data();
+        for (int64_t i = b * kBlock, end = std::min(CN, i + kBlock); i < end; ++i)
+          for (const int32_t* e = t + count[i]; t < e;) ids[cur[*t++]++] = static_cast<int32_t>(i);
+        std::vector<int32_t>().swap(block_tiles[b]);  // done with it: free as we go
+      }
+    }
+  });
+
   if (sort) {
-    // Front to back inside each tile; ties keep Gaussian order (stable), as the reference does.
+    // Front to back inside each tile; ties keep Gaussian order (a stable sort on depth keys), as
+    // the reference does. Tiles handed out one at a time (their lengths vary).
+    using K = cpu::DepthKey<T>;
     const T* dep = in.depths;
-    cpu::parallel_for(0, n_tiles, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t)
-        std::stable_sort(ids + tile_count[t], ids + tile_count[t + 1],
-                         [dep](int32_t a, int32_t b) { return dep[a] < dep[b]; });
+    cpu::parallel_tasks(n_tiles, [&](auto take) {
+      std::vector<K> keys, tkeys;
+      std::vector<int32_t> tids;
+      for (int64_t t; (t = take()) < n_tiles;) {
+        const int64_t s = offs[t], n = (t + 1 < n_tiles ? offs[t + 1] : M) - s;
+        if (n < 2) continue;
+        if (static_cast<int64_t>(keys.size()) < n) keys.resize(n), tkeys.resize(n), tids.resize(n);
+        for (int64_t j = 0; j < n; ++j) keys[j] = cpu::depth_order_key(dep[ids[s + j]]);
+        cpu::stable_sort_by_key(keys.data(), ids + s, n, tkeys.data(), tids.data());
+      }
     });
   }
   return {tile_offsets, flatten_ids};

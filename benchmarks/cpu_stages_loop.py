@@ -1,0 +1,73 @@
+"""Issue 14's per-Gaussian stages (project, sh, bin) alone, in a loop, for a profiler and for A/B
+runs at 1M Gaussians: gsrender.rasterize(profile=True) on issue 14's scene
+(benchmarks/cpu_render.py issue_scene, SH degree 3) with the raster stage replaced by a stub that
+returns empty images, so project, sh and bin run — and are timed — exactly as in the pipeline.
+Prints one JSON line: the median ms of each stage over --iters runs after a warm-up, and the pairs.
+
+    OMP_NUM_THREADS=1 perf record -e cpu-clock -F 4000 -o bin.data -- python benchmarks/cpu_stages_loop.py --n 1000000
+    python benchmarks/cpu_ab.py --base /work/main --stages --n 1000000   # side by side
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import gsrender.ops as ops  # noqa: E402
+import gsrender.render as render_mod  # noqa: E402
+
+STAGES = ("project", "sh", "bin")
+
+
+def _stub_rasterize(means2d, conics, opacities, colors, *args, **kw):
+    C, CH = colors.shape[0], colors.shape[-1]
+    width, height = args[4], args[5]
+    z = colors.new_zeros
+    return (z(C, height, width, CH), z(C, height, width, 1), None, None,
+            torch.zeros(C, 3, dtype=torch.int64))
+
+
+def stages_case(n: int, size: int, iters: int, height: int | None = None) -> dict:
+    """Median ms of project / sh / bin (the pipeline's own clocks) and the pairs, issue 14's
+    scene at n Gaussians on a size × height camera (height: size)."""
+    from benchmarks.cpu_render import _render, issue_scene
+
+    height = size if height is None else height
+    sc = issue_scene(n, size, height=height)
+    t = {k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}
+    stub = type("StubRasterOps", (), {"__getattr__": lambda _, k: getattr(ops, k),
+                                      "rasterize": staticmethod(_stub_rasterize)})()
+    render_mod.ops = stub
+    try:
+        with torch.no_grad():
+            outs = [_render(t, None, sc["viewmat"], sc["K"], size, height, "sorted", "auto", True)
+                    for _ in range(iters + 1)][1:]
+    finally:
+        render_mod.ops = ops
+    row = {"n_gaussians": n, "width": size, "height": height, "pairs": int(outs[0].meta["n_intersections"])}
+    row["stages_ms"] = {s: statistics.median(o.meta["timings_ms"][s] for o in outs) for s in STAGES}
+    row["per_gaussian_ms"] = statistics.median(sum(o.meta["timings_ms"][s] for s in STAGES) for o in outs)
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--size", type=int, default=512, help="image width (and height unless --height)")
+    p.add_argument("--height", type=int, default=None)
+    p.add_argument("--iters", type=int, default=5)
+    a = p.parse_args(argv)
+    print(json.dumps(stages_case(a.n, a.size, a.iters, a.height)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+// Stable sort of ids by unsigned integer keys, for binning's per-tile depth order: an LSD radix
+// sort on bytes (skipping every byte all keys share), insertion sort for short runs. Stable, so
+// equal keys keep the ids' incoming order — what std::stable_sort by depth gave before, at a
+// fraction of its cost (no comparisons, no indirect depth loads per comparison).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+namespace gsrender {
+namespace cpu {
+
+// Order-preserving map of a depth to an unsigned integer: for non-NaN a, b, key(a) < key(b) iff
+// a < b, and −0 is folded into +0 so that they tie as under `<` (negative floats reversed, the
+// sign bit flipped for the rest). The same map CUDA's binning sorts by
+// (csrc/cuda/kernels/binning.cu: float_order_key, double_order_key), so NaN depths also land
+// where they do there (after +inf, or before −inf for a negative NaN).
+inline uint32_t depth_order_key(float d) {
+  if (d == 0.0f) d = 0.0f;
+  uint32_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u ^ ((u >> 31) ? 0xffffffffu : 0x80000000u);
+}
+inline uint64_t depth_order_key(double d) {
+  if (d == 0.0) d = 0.0;
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u ^ ((u >> 63) ? 0xffffffffffffffffull : 0x8000000000000000ull);
+}
+
+// The key type of depths of type T.
+template <typename T>
+using DepthKey = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+
+// Sorts vals[0, n) by keys[0, n) ascending, stable. keys is clobbered; tk, tv: scratch of n
+// elements each.
+template <typename K>
+void stable_sort_by_key(K* keys, int32_t* vals, int64_t n, K* tk, int32_t* tv) {
+  static_assert(std::is_unsigned_v<K>, "radix keys are unsigned");
+  constexpr int64_t kInsertion = 32;  // below this, shifting beats the radix passes' histograms
+  if (n <= kInsertion) {
+    for (int64_t i = 1; i < n; ++i) {
+      const K k = keys[i];
+      const int32_t v = vals[i];
+      int64_t j = i;
+      for (; j > 0 && keys[j - 1] > k; --j) keys[j] = keys[j - 1], vals[j] = vals[j - 1];
+      keys[j] = k, vals[j] = v;
+    }
+    return;
+  }
+  constexpr int kBytes = sizeof(K);
+  uint32_t hist[kBytes][256] = {};  // every byte's histogram, in one read of the keys
+  for (int64_t i = 0; i < n; ++i)
+    for (int d = 0; d < kBytes; ++d) ++hist[d][(keys[i] >> (8 * d)) & 0xff];
+  K *sk = keys, *dk = tk;
+  int32_t *sv = vals, *dv = tv;
+  for (int d = 0; d < kBytes; ++d) {
+    uint32_t* h = hist[d];
+    const int shift = 8 * d;
+    if (h[(sk[0] >> shift) & 0xff] == static_cast<uint32_t>(n)) continue;  // one bucket: no-op
+    uint32_t sum = 0;
+    for (int b = 0; b < 256; ++b) sum += std::exchange(h[b], sum);  // exclusive prefix
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t pos = h[(sk[i] >> shift) & 0xff]++;
+      dk[pos] = sk[i], dv[pos] = sv[i];
+    }
+    std::swap(sk, dk), std::swap(sv, dv);
+  }
+  if (sv != vals) std::memcpy(vals, sv, sizeof(int32_t) * n);
+}
+
+}  // namespace cpu
+}  // namespace gsrender
