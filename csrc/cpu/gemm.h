@@ -45,6 +45,132 @@ __attribute__((always_inline)) inline void segment_tail(typename Lanes<T>::V* ac
   }
 }
 
+// The backward's dL/dw per pair: out[r] = Σ_c rows[r][c] · GT[c] (GT: a segment's upstream
+// gradient channel-major, one 8-pixel vector per channel) for R pairs at once, so each GT[c]
+// loaded serves R independent accumulators (one chain per pair would wait on the FMA latency).
+template <typename T, int R>
+__attribute__((always_inline)) inline void pair_dots_block(typename Lanes<T>::V* out,
+                                                           const T* const* rows,
+                                                           const typename Lanes<T>::V* GT,
+                                                           int64_t CH) {
+  typename Lanes<T>::V r[R];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) r[i] = typename Lanes<T>::V{};
+  for (int64_t c = 0; c < CH; ++c) {
+    const typename Lanes<T>::V g = GT[c];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) r[i] += rows[i][c] * g;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) out[i] = r[i];
+}
+
+// out[k] = Σ_c rows[k][c] · GT[c] for the n pairs of a segment: blocks of kDotRows pairs (8
+// float / 4 double accumulators: each double vector is two AVX2 registers), the tail as one
+// block of its exact size. Each pair's sum runs over c in order, as a plain loop would.
+template <typename T>
+constexpr int kDotRows = sizeof(T) == 4 ? 8 : 4;
+template <typename T, int R>
+__attribute__((always_inline)) inline void pair_dots_tail(typename Lanes<T>::V* out,
+                                                          const T* const* rows,
+                                                          const typename Lanes<T>::V* GT,
+                                                          int64_t CH, int n) {
+  if constexpr (R > 0) {
+    if (n == R)
+      pair_dots_block<T, R>(out, rows, GT, CH);
+    else
+      pair_dots_tail<T, R - 1>(out, rows, GT, CH, n);
+  }
+}
+template <typename T>
+__attribute__((always_inline)) inline void pair_dots(typename Lanes<T>::V* out, const T* const* rows,
+                                                     const typename Lanes<T>::V* GT, int64_t CH,
+                                                     int n) {
+  int k = 0;
+  for (; k + kDotRows<T> <= n; k += kDotRows<T>)
+    pair_dots_block<T, kDotRows<T>>(out + k, rows + k, GT, CH);
+  pair_dots_tail<T, kDotRows<T> - 1>(out + k, rows + k, GT, CH, n - k);
+}
+
+// The backward's feature gradient per segment: d[k][0, chp) += Σ_l w[k][l] · G[l][·] for n pairs
+// (w[k]: pair k's weights on the 8 pixels, G: the pixels' upstream gradients pixel-major, rows of
+// chp = CH rounded up to whole vectors, zero-padded; d[k]: pair k's gradient row, chp wide). A
+// register block of R pairs × NB channel vectors: per pixel, NB gradient vectors loaded and R
+// weights broadcast serve R·NB FMAs. Each element adds its 8 pixels in order, as the plain
+// per-pair loop would.
+template <typename T>
+constexpr int kOuterVecRegs = sizeof(T) == 4 ? 16 : 8;  // AVX2's 16, a double vector takes two
+template <typename T, int R, int NB>
+__attribute__((always_inline)) inline void pair_outer_block(T* const* d, const T* w, const T* G,
+                                                            int64_t chp, int64_t c0) {
+  using V = typename Lanes<T>::V;
+  V acc[R][NB];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) std::memcpy(&acc[r][j], d[r] + c0 + j * kLanes, sizeof(V));
+#pragma GCC unroll 8
+  for (int l = 0; l < kLanes; ++l) {
+    V wl[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) wl[r] = V{} + w[r * kLanes + l];
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) {
+      V g;
+      std::memcpy(&g, G + l * chp + c0 + j * kLanes, sizeof(V));
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][j] += wl[r] * g;
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int j = 0; j < NB; ++j) std::memcpy(d[r] + c0 + j * kLanes, &acc[r][j], sizeof(V));
+}
+
+// The n pairs on one NB-vector channel block, R pairs at a time so that the R·NB accumulators,
+// R broadcast weights and one gradient vector fit the registers; the tail as one block of its
+// exact size.
+template <typename T, int NB, int R>
+__attribute__((always_inline)) inline void pair_outer_tail(T* const* d, const T* w, const T* G,
+                                                           int64_t chp, int64_t c0, int n) {
+  if constexpr (R > 0) {
+    if (n == R)
+      pair_outer_block<T, R, NB>(d, w, G, chp, c0);
+    else
+      pair_outer_tail<T, NB, R - 1>(d, w, G, chp, c0, n);
+  }
+}
+template <typename T, int NB>
+__attribute__((always_inline)) inline void pair_outer_blocks(T* const* d, const T* w, const T* G,
+                                                             int64_t chp, int64_t c0, int n) {
+  constexpr int R = (kOuterVecRegs<T> - 1) / (NB + 1) > 0 ? (kOuterVecRegs<T> - 1) / (NB + 1) : 1;
+  int k = 0;
+  for (; k + R <= n; k += R) pair_outer_block<T, R, NB>(d + k, w + k * kLanes, G, chp, c0);
+  pair_outer_tail<T, NB, R - 1>(d + k, w + k * kLanes, G, chp, c0, n - k);
+}
+// The channel tail (the last nb < kOuterNB vectors) as one block of its exact width.
+template <typename T, int NB>
+__attribute__((always_inline)) inline void pair_outer_width(T* const* d, const T* w, const T* G,
+                                                            int64_t chp, int64_t c0, int n, int nb) {
+  if constexpr (NB > 0) {
+    if (nb == NB)
+      pair_outer_blocks<T, NB>(d, w, G, chp, c0, n);
+    else
+      pair_outer_width<T, NB - 1>(d, w, G, chp, c0, n, nb);
+  }
+}
+template <typename T>
+constexpr int kOuterNB = (kOuterVecRegs<T> - 3) / 2;  // channel vectors per block: 2 pairs share them
+template <typename T>
+__attribute__((always_inline)) inline void pair_outer(T* const* d, const T* w, const T* G,
+                                                      int64_t chp, int n) {
+  int64_t c0 = 0;
+  for (; c0 + kOuterNB<T> * kLanes <= chp; c0 += kOuterNB<T> * kLanes)
+    pair_outer_blocks<T, kOuterNB<T>>(d, w, G, chp, c0, n);
+  pair_outer_width<T, kOuterNB<T> - 1>(d, w, G, chp, c0, n, int((chp - c0) / kLanes));
+}
+
 // Lock-free atomic add for gradients that several tiles reduce into.
 template <typename T>
 inline void atomic_add(T* addr, T value) {

@@ -1,10 +1,11 @@
 // CPU backward rasterizer (docs/design.md §4 backward), on the forward's 8-pixel row segments: per tile
-// row, recompute the forward's α and transmittance in one front-to-back pass, then walk each
-// segment's contributing pairs back to front: dW = G·F and dF += Wᵀ·G, dA from the carried suffix
-// sums, and the elementwise chain to the 2D parameters, as vectors over the pixels. Per-tile partial gradients are reduced locally and
-// added to the global buffers once per (tile, Gaussian), atomically; with deterministic=true
-// they go to per-entry rows instead and a fixed-order reduction sums them (gsrender/det_reduce.h),
-// so the result is the same bit for bit whatever the thread count.
+// row, recompute the forward's α and transmittance in one front-to-back pass, dW = G·F and
+// dF += Wᵀ·G over each segment's contributing pairs as register-blocked products (gemm.h), then
+// its pairs back to front: dA from the carried suffix sums, and the elementwise chain to the 2D parameters, as vectors over the pixels. Per-tile partial gradients are reduced locally and
+// added to the outputs once per (tile, Gaussian), with no atomics (backward_chunked: the same
+// bits run to run for a given thread count); with deterministic=true they go to per-entry rows
+// instead and a fixed-order reduction sums them (gsrender/det_reduce.h), so the result is the
+// same bit for bit whatever the thread count.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -29,6 +30,9 @@ struct BwdScratch {
   std::vector<int32_t> ent;      // [segments, cap]: tile entries of a row's contributing pairs
   LaneVector<V> ent_al, ent_tr;  // [segments, cap]: their α (0 where a lane does not
                                   // contribute) and the transmittance before them
+  LaneVector<V> ent_w, ent_dw;    // [segments, cap]: their weights and dL/dw per pixel, G·f
+  std::vector<const T*> ent_rows;  // [segments, cap]: their feature rows
+  std::vector<T*> ent_drows;       // [segments, cap]: their rows of dcolor
   std::vector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
   LaneVector<V> gt;              // [segments, CH] the same, channel-major
   LaneVector<V> part;            // [n, kGradFields]: per-entry α-chain sums, lane-wise
@@ -42,28 +46,10 @@ struct BwdScratch {
 // Lane-wise partial sums of AlphaGrad's fields (and, weighted, dL/dz) per tile-list entry.
 enum { kGMx, kGMy, kGA, kGB, kGC, kGO, kGZ, kGradFields };
 
-// d[0, chp) += Σ_l w[l]·G[l][·], G the segment's 8 pixels × chp upstream gradients (pixel-major,
-// chp a multiple of 8, padded with zeros): each block of 8 channels stays in a register over the
-// 8 pixels, no branch per pixel and no store-to-load chain through d.
-template <typename T>
-__attribute__((always_inline)) inline void add_weighted_pixels(T* d, const typename Lanes<T>::V& w,
-                                                               const T* G, int64_t chp) {
-  using V = typename Lanes<T>::V;
-  for (int64_t c = 0; c < chp; c += kLanes) {
-    V acc, gl;
-    std::memcpy(&acc, d + c, sizeof(V));
-    for (int l = 0; l < kLanes; ++l) {
-      std::memcpy(&gl, G + l * chp + c, sizeof(V));
-      acc += w[l] * gl;
-    }
-    std::memcpy(d + c, &acc, sizeof(V));
-  }
-}
-
 // One image row of a tile, backward: the row's Gaussians front to back recompute α and the
 // transmittance as the forward did (8 pixels a vector, each lane up to its last contributor),
-// then each segment walks its contributing pairs back to front: dW = G·F, dF += Wᵀ·G, the
-// suffix sums and the α chain as vectors over its pixels.
+// dW = G·F and dF += Wᵀ·G over each segment's contributing pairs, then each segment walks them
+// back to front: the suffix sums and the α chain as vectors over its pixels.
 template <typename T>
 void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, const int32_t* items, int n_items,
                   BwdScratch<T>& s, const RasterBwdIO<T>& io) {
@@ -117,10 +103,12 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   const size_t cap = static_cast<size_t>(n_items);
   if (s.ent.size() < nseg * cap)
     s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap),
-        s.list.resize(nseg * cap);
+        s.ent_w.resize(nseg * cap), s.ent_dw.resize(nseg * cap), s.ent_rows.resize(nseg * cap),
+        s.ent_drows.resize(nseg * cap), s.list.resize(nseg * cap);
 
   // Front to back per segment: α and T before each pair, exactly as the forward computed them,
-  // up to the segment's last contributor (the buckets are in list order).
+  // up to the segment's last contributor (the buckets are in list order); then, over all its
+  // contributing pairs, dL/dw = G·f and dF += Wᵀ·G as register-blocked products (gemm.h).
   int count[kMaxSegments];
   seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
   for (int sg = 0; sg < nseg; ++sg) {
@@ -137,26 +125,28 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       const M c = live & (al != T(0));
       const size_t e = sg * cap + ne[sg];  // kept only when some lane contributes
       s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr;
+      s.ent_w[e] = c ? al * (sorted ? tr : V{} + g.phi) : V{};
+      s.ent_rows[e] = a.colors + static_cast<int64_t>(en.id) * CH;
+      s.ent_drows[e] = s.dcolor.data() + static_cast<int64_t>(en.i) * chp;
       ne[sg] += any_lane(c);
       tr = c ? tr * (T(1) - al) : tr;
     }
+    pair_dots<T>(s.ent_dw.data() + sg * cap, s.ent_rows.data() + sg * cap,
+                 s.gt.data() + size_t(sg) * CH, CH, ne[sg]);
+    pair_outer<T>(s.ent_drows.data() + sg * cap, reinterpret_cast<const T*>(s.ent_w.data() + sg * cap),
+                  s.g.data() + size_t(sg) * kLanes * chp, chp, ne[sg]);
   }
 
   // Back to front per segment (the order matters only for the sorted suffix sums).
   for (int sg = 0; sg < nseg; ++sg) {
-    const T* G = s.g.data() + size_t(sg) * kLanes * chp;
-    const V* GT = s.gt.data() + size_t(sg) * CH;
     for (int k = ne[sg] - 1; k >= 0; --k) {
       const size_t e = sg * cap + k;
       const TileEntry<T>& en = s.tile.kept[s.ent[e]];
       const int32_t i = en.i;
       const RowGaussian<T>& g = en.g;
-      const T* f = a.colors + static_cast<int64_t>(en.id) * CH;
       const V al = s.ent_al[e];
-      const V w = al * (sorted ? s.ent_tr[e] : V{} + g.phi);
-      V dw{};  // dL/dw per pixel: G·f
-      for (int64_t c = 0; c < CH; ++c) dw += f[c] * GT[c];
-      add_weighted_pixels<T>(s.dcolor.data() + static_cast<int64_t>(i) * chp, w, G, chp);  // dF += Wᵀ·G
+      const V w = s.ent_w[e];
+      const V dw = s.ent_dw[e];  // dL/dw per pixel: G·f
       s.touched[i] = 1;
       const M on = al != T(0);
       const V one_minus = T(1) - al;
@@ -229,54 +219,117 @@ BwdScratch<T> make_scratch(int64_t CH) {
   return s;
 }
 
-// The default reduction: each tile adds its sums to the outputs with one atomic per (entry,
-// field), v_backgrounds once per thread and camera.
+// The default reduction, with no atomics: the tiles are split into one contiguous chunk per
+// worker holding about the same number of list entries (a chunk's entries are one contiguous
+// run of flatten_ids). A Gaussian listed by one chunk only is summed straight into the outputs
+// by that chunk's worker, tile by tile; one listed by several chunks (a chunk boundary crosses
+// it) gets a row per chunk in `shared` ([rows, kDetFields + CH], det_pass.h's layout), summed in
+// chunk order at the end. For a given thread count every sum has a fixed order, so repeated runs
+// agree bit for bit (gradcheck's reentrancy check); deterministic=true is also independent of the
+// thread count. Memory: two int32 and one int64 per Gaussian, plus the boundary Gaussians' rows.
 template <typename T>
-void backward_atomic(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io) {
-  const int64_t CH = a.CH, tiles_per_cam = int64_t(a.TH) * a.TW;
-  // Fixed contiguous chunks, not parallel_tasks: each thread adds the same tiles in the same order
-  // every run, so two runs on the same inputs give the same gradients in practice (gradcheck's
-  // reentrancy check); deterministic=true guarantees it.
-  cpu::parallel_for(0, a.C * tiles_per_cam, 1, [&](int64_t begin, int64_t end) {
-    BwdScratch<T> s = make_scratch<T>(CH);
-    int64_t dbg_cam = begin / std::max<int64_t>(tiles_per_cam, 1);
-    auto flush_dbg = [&] {
-      for (int64_t c = 0; c < CH; ++c)
-        if (s.dbg[c] != T(0)) atomic_add<T>(io.v_backgrounds + dbg_cam * CH + c, s.dbg[c]);
-      std::fill(s.dbg.begin(), s.dbg.end(), T(0));
-    };
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t cam = t / tiles_per_cam;
-      if (cam != dbg_cam) flush_dbg(), dbg_cam = cam;
-      backward_tile(a, gs, io, t, s);
-      for (int32_t i = 0; i < s.n; ++i) {
-        // The ids are in depth order, so the outputs are written at random: fetch ahead.
-        constexpr int kAhead = 8;
-        if (i + kAhead < s.n && s.touched[i + kAhead]) {
-          const int64_t id = s.ids[i + kAhead];
-          __builtin_prefetch(io.v_means2d + 2 * id, 1), __builtin_prefetch(io.v_conics + 3 * id, 1);
-          __builtin_prefetch(io.v_opacities + id, 1);
-          const char* f = reinterpret_cast<const char*>(io.v_colors + id * CH);
-          for (size_t b = 0; b < size_t(CH) * sizeof(T); b += 64) __builtin_prefetch(f + b, 1);
+void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io) {
+  const int64_t CH = a.CH, tiles_per_cam = int64_t(a.TH) * a.TW, n_tiles = a.C * tiles_per_cam;
+  const int64_t G = a.C * a.N, stride = kDetFields + CH;
+  const int64_t W = std::clamp<int64_t>(at::get_num_threads(), 1, std::max<int64_t>(n_tiles, 1));
+  std::vector<int64_t> tb(W + 1, n_tiles);  // chunk w: tiles [tb[w], tb[w + 1])
+  tb[0] = 0;
+  for (int64_t w = 1; w < W; ++w) {
+    const int64_t target = a.M * w / W;
+    int64_t lo = tb[w - 1], hi = n_tiles;  // first tile starting at or after the target
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (a.tile_start(mid) < target) lo = mid + 1; else hi = mid;
+    }
+    tb[w] = lo;
+  }
+  const auto entries = [&](int64_t w) {  // chunk w's run of flatten_ids
+    return std::pair<int64_t, int64_t>(tb[w] < n_tiles ? a.tile_start(tb[w]) : a.M,
+                                       tb[w + 1] < n_tiles ? a.tile_start(tb[w + 1]) : a.M);
+  };
+  // The first and last chunk listing each Gaussian; for one listed by several, chunk w's row
+  // of `shared` is base[g] − W + w (base 0: one chunk's alone, summed straight into the outputs).
+  std::vector<int32_t> first, last;
+  std::vector<int64_t> base;
+  int64_t n_rows = 0;
+  if (W > 1) {
+    first.assign(G, int32_t(W)), last.assign(G, -1);
+    cpu::parallel_for(0, W, 1, [&](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w) {
+        const auto [e0, e1] = entries(w);
+        for (int64_t e = e0; e < e1; ++e) {
+          const int32_t g = a.flatten_ids[e], v = int32_t(w);
+          int32_t cur = __atomic_load_n(&first[g], __ATOMIC_RELAXED);
+          while (v < cur && !__atomic_compare_exchange_n(&first[g], &cur, v, true,
+                                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+          cur = __atomic_load_n(&last[g], __ATOMIC_RELAXED);
+          while (v > cur && !__atomic_compare_exchange_n(&last[g], &cur, v, true,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
         }
-        if (!s.touched[i]) continue;
-        const int64_t id = s.ids[i];
-        const AlphaGrad<T>& g = s.grad2d[i];
-        atomic_add<T>(io.v_means2d + 2 * id, g.v_mean_x);
-        atomic_add<T>(io.v_means2d + 2 * id + 1, g.v_mean_y);
-        atomic_add<T>(io.v_conics + 3 * id, g.v_a);
-        atomic_add<T>(io.v_conics + 3 * id + 1, g.v_b);
-        atomic_add<T>(io.v_conics + 3 * id + 2, g.v_c);
-        atomic_add<T>(io.v_opacities + id, g.v_opacity);
-        if (s.ddepth[i] != T(0)) atomic_add<T>(io.v_depths + id, s.ddepth[i]);
-        const T* d = s.dcolor.data() + i * s.chp;
-        T* dst = io.v_colors + id * CH;
-        for (int64_t c = 0; c < CH; ++c)
-          if (d[c] != T(0)) atomic_add<T>(dst + c, d[c]);
+      }
+    });
+    base.assign(G, 0);
+    for (int64_t g = 0; g < G; ++g)
+      if (first[g] < last[g]) base[g] = n_rows + W - first[g], n_rows += last[g] - first[g] + 1;
+  }
+  std::vector<T> shared(size_t(n_rows) * stride, T(0));
+  std::vector<T> bg(size_t(W) * a.C * CH, T(0));  // [W, C, CH]: each chunk's v_backgrounds
+  cpu::parallel_for(0, W, 1, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      BwdScratch<T> s = make_scratch<T>(CH);
+      for (int64_t t = tb[w]; t < tb[w + 1]; ++t) {
+        backward_tile(a, gs, io, t, s);
+        T* dbg = bg.data() + (w * a.C + t / tiles_per_cam) * CH;
+        for (int64_t c = 0; c < CH; ++c) dbg[c] += s.dbg[c], s.dbg[c] = T(0);
+        for (int32_t i = 0; i < s.n; ++i) {
+          // The ids are in depth order, so the outputs are written at random: fetch ahead.
+          constexpr int kAhead = 8;
+          if (i + kAhead < s.n && s.touched[i + kAhead]) {
+            const int64_t id = s.ids[i + kAhead];
+            __builtin_prefetch(io.v_means2d + 2 * id, 1), __builtin_prefetch(io.v_conics + 3 * id, 1);
+            __builtin_prefetch(io.v_opacities + id, 1);
+            if (W > 1) __builtin_prefetch(&base[id]);
+            const char* f = reinterpret_cast<const char*>(io.v_colors + id * CH);
+            for (size_t b = 0; b < size_t(CH) * sizeof(T); b += 64) __builtin_prefetch(f + b, 1);
+          }
+          if (!s.touched[i]) continue;
+          const int64_t id = s.ids[i];
+          const AlphaGrad<T>& g = s.grad2d[i];
+          const T* d = s.dcolor.data() + i * s.chp;
+          if (W == 1 || base[id] == 0) {  // this chunk's alone
+            io.v_means2d[2 * id] += g.v_mean_x, io.v_means2d[2 * id + 1] += g.v_mean_y;
+            io.v_conics[3 * id] += g.v_a, io.v_conics[3 * id + 1] += g.v_b;
+            io.v_conics[3 * id + 2] += g.v_c;
+            io.v_opacities[id] += g.v_opacity, io.v_depths[id] += s.ddepth[i];
+            T* dst = io.v_colors + id * CH;
+            for (int64_t c = 0; c < CH; ++c) dst[c] += d[c];
+          } else {
+            T* r = shared.data() + (base[id] - W + w) * stride;
+            r[kDetMeanX] += g.v_mean_x, r[kDetMeanY] += g.v_mean_y;
+            r[kDetConicA] += g.v_a, r[kDetConicB] += g.v_b, r[kDetConicC] += g.v_c;
+            r[kDetOpacity] += g.v_opacity, r[kDetDepth] += s.ddepth[i];
+            for (int64_t c = 0; c < CH; ++c) r[kDetFields + c] += d[c];
+          }
+        }
       }
     }
-    flush_dbg();
   });
+  if (n_rows) {
+    const DetOut<T> out{io.v_means2d, io.v_conics, io.v_opacities, io.v_colors, io.v_depths, CH};
+    const DetPass all = det_pass(std::max<int64_t>(CH, 1), 0, CH);
+    cpu::parallel_for(0, G, 256, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g) {
+        if (!(first[g] < last[g])) continue;
+        for (int64_t f = 0; f < stride; ++f)
+          *det_slot(out, all, g, f) =
+              det_column_sum<T>(shared.data(), stride, nullptr, base[g] - W + first[g],
+                                base[g] - W + last[g] + 1, f);
+      }
+    });
+  }
+  for (int64_t cam = 0; cam < a.C; ++cam)
+    for (int64_t c = 0; c < CH; ++c)
+      io.v_backgrounds[cam * CH + c] = det_column_sum<T>(bg.data(), a.C * CH, nullptr, 0, W, cam * CH + c);
 }
 
 // deterministic=true (gsrender/det_reduce.h): per pass, every tile writes its entries' rows of
@@ -376,7 +429,7 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
     if (deterministic)
       backward_deterministic<T>(a, gs.data(), bufs.io<T>(), in.flatten_ids, has_bg);
     else
-      backward_atomic<T>(a, gs.data(), bufs.io<T>());
+      backward_chunked<T>(a, gs.data(), bufs.io<T>());
   });
   if (!has_bg) bufs.v_backgrounds.zero_();
   return bufs.grads();
