@@ -1,7 +1,8 @@
-// CPU backward rasterizer (docs/design.md §4 backward), on the forward's 8-pixel row segments: per tile
-// row, recompute the forward's α and transmittance in one front-to-back pass, dW = G·F and
-// dF += Wᵀ·G over each segment's contributing pairs as register-blocked products (gemm.h), then
-// its pairs back to front: dA from the carried suffix sums, and the elementwise chain to the 2D parameters, as vectors over the pixels. Per-tile partial gradients are reduced locally and
+// CPU backward rasterizer (docs/design.md §4 backward), on the forward's 8-pixel row segments:
+// per tile row, recompute the forward's α and transmittance in one front-to-back pass, v_W = G·F
+// and v_F += Wᵀ·G over each segment's contributing pairs as register-blocked products (gemm.h),
+// then its pairs back to front: v_A from the carried suffix sums, and the elementwise chain to
+// the 2D parameters, as vectors over the pixels. Per-tile partial gradients are reduced locally and
 // added to the outputs once per (tile, Gaussian), with no atomics (backward_chunked: the same
 // bits run to run for a given thread count); with deterministic=true they go to per-entry rows
 // instead and a fixed-order reduction sums them (gsrender/det_reduce.h), so the result is the
@@ -25,22 +26,22 @@ struct BwdScratch {
   TileRows<T> tile;
   const int32_t* ids = nullptr;  // the tile's run of flatten_ids
   int32_t n = 0;                 // its length
-  int64_t chp = 0;               // CH rounded up to whole vectors: the stride of g and dcolor
+  int64_t chp = 0;               // CH rounded up to whole vectors: the stride of g and v_color
   std::vector<int32_t> list;     // [segments, cap]: a row's tile entries per segment
   std::vector<int32_t> ent;      // [segments, cap]: tile entries of a row's contributing pairs
   LaneVector<V> ent_al, ent_tr;  // [segments, cap]: their α (0 where a lane does not
                                   // contribute) and the transmittance before them
-  LaneVector<V> ent_w, ent_dw;    // [segments, cap]: their weights and dL/dw per pixel, G·f
+  LaneVector<V> ent_w, ent_v_w;    // [segments, cap]: their weights and dL/dw per pixel, G·f
   std::vector<const T*> ent_rows;  // [segments, cap]: their feature rows
-  std::vector<T*> ent_drows;       // [segments, cap]: their rows of dcolor
+  std::vector<T*> ent_v_rows;       // [segments, cap]: their rows of v_color
   std::vector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
   LaneVector<V> gt;              // [segments, CH] the same, channel-major
   LaneVector<V> part;            // [n, kGradFields]: per-entry α-chain sums, lane-wise
   std::vector<AlphaGrad<T>> grad2d;  // [n] per tile-list entry (the lanes summed)
-  std::vector<T> dcolor;             // [n, chp]
-  std::vector<T> ddepth;             // [n]
+  std::vector<T> v_color;             // [n, chp]
+  std::vector<T> v_depth;             // [n]
   std::vector<char> touched;         // [n]
-  std::vector<T> dbg;                // [CH]
+  std::vector<T> v_bg;                // [CH]
 };
 
 // Lane-wise partial sums of AlphaGrad's fields (and, weighted, dL/dz) per tile-list entry.
@@ -48,7 +49,7 @@ enum { kGMx, kGMy, kGA, kGB, kGC, kGO, kGZ, kGradFields };
 
 // One image row of a tile, backward: the row's Gaussians front to back recompute α and the
 // transmittance as the forward did (8 pixels a vector, each lane up to its last contributor),
-// dW = G·F and dF += Wᵀ·G over each segment's contributing pairs, then each segment walks them
+// v_W = G·F and v_F += Wᵀ·G over each segment's contributing pairs, then each segment walks them
 // back to front: the suffix sums and the α chain as vectors over its pixels.
 template <typename T>
 void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, const int32_t* items, int n_items,
@@ -83,10 +84,10 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
         const T tf = io.aux[pix];
         T g_bg = 0;
         for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c], g_bg += bg ? vr[c] * bg[c] : T(0);
-        // suffix-sum seed: the background and alpha-output terms of dA (docs/design.md §4)
+        // suffix-sum seed: the background and alpha-output terms of v_A (docs/design.md §4)
         t_final[sg][l] = tf;
         acc[sg][l] = tf * (g_bg - v_alpha[sg][l]);
-        for (int64_t c = 0; c < CH; ++c) s.dbg[c] += tf * vr[c];
+        for (int64_t c = 0; c < CH; ++c) s.v_bg[c] += tf * vr[c];
       } else {
         t_final[sg][l] = T(1) - io.alphas[pix];
         const T inv = T(1) / io.aux[pix];
@@ -94,7 +95,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
         T go = 0;
         for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c] * inv, go += gp[c] * out[c];
         g_out[sg][l] = go;
-        for (int64_t c = 0; c < CH; ++c) s.dbg[c] += a.w_bg * gp[c];
+        for (int64_t c = 0; c < CH; ++c) s.v_bg[c] += a.w_bg * gp[c];
       }
       for (int64_t c = 0; c < CH; ++c) gt[c][l] = gp[c];
     }
@@ -103,12 +104,12 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   const size_t cap = static_cast<size_t>(n_items);
   if (s.ent.size() < nseg * cap)
     s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap),
-        s.ent_w.resize(nseg * cap), s.ent_dw.resize(nseg * cap), s.ent_rows.resize(nseg * cap),
-        s.ent_drows.resize(nseg * cap), s.list.resize(nseg * cap);
+        s.ent_w.resize(nseg * cap), s.ent_v_w.resize(nseg * cap), s.ent_rows.resize(nseg * cap),
+        s.ent_v_rows.resize(nseg * cap), s.list.resize(nseg * cap);
 
   // Front to back per segment: α and T before each pair, exactly as the forward computed them,
   // up to the segment's last contributor (the buckets are in list order); then, over all its
-  // contributing pairs, dL/dw = G·f and dF += Wᵀ·G as register-blocked products (gemm.h).
+  // contributing pairs, dL/dw = G·f and v_F += Wᵀ·G as register-blocked products (gemm.h).
   int count[kMaxSegments];
   seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
   for (int sg = 0; sg < nseg; ++sg) {
@@ -127,13 +128,13 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr;
       s.ent_w[e] = c ? al * (sorted ? tr : V{} + g.phi) : V{};
       s.ent_rows[e] = a.colors + static_cast<int64_t>(en.id) * CH;
-      s.ent_drows[e] = s.dcolor.data() + static_cast<int64_t>(en.i) * chp;
+      s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(en.i) * chp;
       ne[sg] += any_lane(c);
       tr = c ? tr * (T(1) - al) : tr;
     }
-    pair_dots<T>(s.ent_dw.data() + sg * cap, s.ent_rows.data() + sg * cap,
+    pair_dots<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
                  s.gt.data() + size_t(sg) * CH, CH, ne[sg]);
-    pair_outer<T>(s.ent_drows.data() + sg * cap, reinterpret_cast<const T*>(s.ent_w.data() + sg * cap),
+    pair_outer<T>(s.ent_v_rows.data() + sg * cap, reinterpret_cast<const T*>(s.ent_w.data() + sg * cap),
                   s.g.data() + size_t(sg) * kLanes * chp, chp, ne[sg]);
   }
 
@@ -146,19 +147,19 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       const RowGaussian<T>& g = en.g;
       const V al = s.ent_al[e];
       const V w = s.ent_w[e];
-      const V dw = s.ent_dw[e];  // dL/dw per pixel: G·f
+      const V v_w = s.ent_v_w[e];  // dL/dw per pixel: G·f
       s.touched[i] = 1;
       const M on = al != T(0);
       const V one_minus = T(1) - al;
       V v_al;
       V* part = s.part.data() + size_t(i) * kGradFields;
       if (sorted) {
-        v_al = s.ent_tr[e] * dw - acc[sg] / one_minus;
-        acc[sg] += w * dw;
+        v_al = s.ent_tr[e] * v_w - acc[sg] / one_minus;
+        acc[sg] += w * v_w;
       } else {
-        const V dw_net = dw - g_out[sg];  // d(N/S)/dw = (f − OUT)/S
-        v_al = dw_net * g.phi + v_alpha[sg] * t_final[sg] / one_minus;
-        part[kGZ] += on ? dw_net * al : V{};
+        const V v_w_net = v_w - g_out[sg];  // d(N/S)/v_w = (f − OUT)/S
+        v_al = v_w_net * g.phi + v_alpha[sg] * t_final[sg] / one_minus;
+        part[kGZ] += on ? v_w_net * al : V{};
       }
       // AlphaGrad::add as vectors: nothing flows where α was clamped at 0.99
       if (!(g.opacity > T(0))) continue;
@@ -176,8 +177,8 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   }
 }
 
-// One (camera, tile) task: the tile's per-entry sums in s.grad2d / s.dcolor / s.ddepth / s.touched
-// and its v_backgrounds share added to s.dbg.
+// One (camera, tile) task: the tile's per-entry sums in s.grad2d / s.v_color / s.v_depth / s.touched
+// and its v_backgrounds share added to s.v_bg.
 template <typename T>
 void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io,
                    int64_t t, BwdScratch<T>& s) {
@@ -189,14 +190,14 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
   s.ids = a.flatten_ids + start, s.n = n;
   s.tile.build(a, gs, tx, ty, start, stop);
   s.part.assign(size_t(n) * kGradFields, typename Lanes<T>::V{});
-  s.dcolor.assign(size_t(n) * s.chp, T(0));
+  s.v_color.assign(size_t(n) * s.chp, T(0));
   s.touched.assign(n, 0);
   const std::vector<int32_t>& rs = s.tile.row_start;
   for (int r = 0; r + s.tile.y0 <= s.tile.y1; ++r)
     backward_row(a, cam, s.tile.y0 + r, start, s.tile.items.data() + rs[r], rs[r + 1] - rs[r],
                  s, io);
   s.grad2d.resize(n);
-  s.ddepth.resize(n);
+  s.v_depth.resize(n);
   for (int32_t i = 0; i < n; ++i) {
     if (!s.touched[i]) continue;
     const typename Lanes<T>::V* p = s.part.data() + size_t(i) * kGradFields;
@@ -205,7 +206,7 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
     g.v_a = lane_sum(p[kGA]), g.v_b = lane_sum(p[kGB]), g.v_c = lane_sum(p[kGC]);
     g.v_opacity = lane_sum(p[kGO]);
     const int32_t id = s.ids[i];
-    s.ddepth[i] = a.sorted ? T(0)
+    s.v_depth[i] = a.sorted ? T(0)
                            : lane_sum(p[kGZ]) * depth_weight_dz<T>(a.depths[id], gs[id].phi,
                                                                    a.sigma_w, a.beta);
   }
@@ -214,7 +215,7 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
 template <typename T>
 BwdScratch<T> make_scratch(int64_t CH) {
   BwdScratch<T> s;
-  s.dbg.assign(CH, T(0));
+  s.v_bg.assign(CH, T(0));
   s.chp = (CH + kLanes - 1) / kLanes * kLanes;
   return s;
 }
@@ -279,8 +280,8 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
       BwdScratch<T> s = make_scratch<T>(CH);
       for (int64_t t = tb[w]; t < tb[w + 1]; ++t) {
         backward_tile(a, gs, io, t, s);
-        T* dbg = bg.data() + (w * a.C + t / tiles_per_cam) * CH;
-        for (int64_t c = 0; c < CH; ++c) dbg[c] += s.dbg[c], s.dbg[c] = T(0);
+        T* v_bg = bg.data() + (w * a.C + t / tiles_per_cam) * CH;
+        for (int64_t c = 0; c < CH; ++c) v_bg[c] += s.v_bg[c], s.v_bg[c] = T(0);
         for (int32_t i = 0; i < s.n; ++i) {
           // The ids are in depth order, so the outputs are written at random: fetch ahead.
           constexpr int kAhead = 8;
@@ -295,19 +296,19 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
           if (!s.touched[i]) continue;
           const int64_t id = s.ids[i];
           const AlphaGrad<T>& g = s.grad2d[i];
-          const T* d = s.dcolor.data() + i * s.chp;
+          const T* d = s.v_color.data() + i * s.chp;
           if (W == 1 || base[id] == 0) {  // this chunk's alone
             io.v_means2d[2 * id] += g.v_mean_x, io.v_means2d[2 * id + 1] += g.v_mean_y;
             io.v_conics[3 * id] += g.v_a, io.v_conics[3 * id + 1] += g.v_b;
             io.v_conics[3 * id + 2] += g.v_c;
-            io.v_opacities[id] += g.v_opacity, io.v_depths[id] += s.ddepth[i];
+            io.v_opacities[id] += g.v_opacity, io.v_depths[id] += s.v_depth[i];
             T* dst = io.v_colors + id * CH;
             for (int64_t c = 0; c < CH; ++c) dst[c] += d[c];
           } else {
             T* r = shared.data() + (base[id] - W + w) * stride;
             r[kDetMeanX] += g.v_mean_x, r[kDetMeanY] += g.v_mean_y;
             r[kDetConicA] += g.v_a, r[kDetConicB] += g.v_b, r[kDetConicC] += g.v_c;
-            r[kDetOpacity] += g.v_opacity, r[kDetDepth] += s.ddepth[i];
+            r[kDetOpacity] += g.v_opacity, r[kDetDepth] += s.v_depth[i];
             for (int64_t c = 0; c < CH; ++c) r[kDetFields + c] += d[c];
           }
         }
@@ -356,8 +357,8 @@ void backward_deterministic(const RasterArgs<T>& a, const RowGaussian<T>* gs,
       for (int64_t t; (t = take()) < n_tiles;) {
         backward_tile(a, gs, io, t, s);
         if (has_bg && ps.first)
-          for (int64_t c = 0; c < CH; ++c) bgp[t * CH + c] = s.dbg[c];
-        std::fill(s.dbg.begin(), s.dbg.end(), T(0));
+          for (int64_t c = 0; c < CH; ++c) bgp[t * CH + c] = s.v_bg[c];
+        std::fill(s.v_bg.begin(), s.v_bg.end(), T(0));
         const int64_t start = a.tile_start(t);
         for (int32_t i = 0; i < s.n; ++i) {
           if (!s.touched[i]) continue;
@@ -365,8 +366,8 @@ void backward_deterministic(const RasterArgs<T>& a, const RowGaussian<T>* gs,
           const AlphaGrad<T>& g = s.grad2d[i];
           row[kDetMeanX] = g.v_mean_x, row[kDetMeanY] = g.v_mean_y;
           row[kDetConicA] = g.v_a, row[kDetConicB] = g.v_b, row[kDetConicC] = g.v_c;
-          row[kDetOpacity] = g.v_opacity, row[kDetDepth] = s.ddepth[i];
-          const T* d = s.dcolor.data() + i * s.chp + ps.c0;
+          row[kDetOpacity] = g.v_opacity, row[kDetDepth] = s.v_depth[i];
+          const T* d = s.v_color.data() + i * s.chp + ps.c0;
           std::copy(d, d + ps.nc, row + kDetFields);
         }
       }
