@@ -50,10 +50,12 @@ __attribute__((always_inline)) inline void segment_tail(typename Lanes<T>::V* ac
 // accumulators, 3 feature vectors, one broadcast weight). Each feature vector fetched feeds P
 // FMAs, one per pixel (its weight broadcast), where the pixel-major block above feeds one FMA per
 // feature value broadcast; the result is each pixel's channels contiguous, as the image stores
-// them. store(p, c, v) receives pixel p's channels c .. c + 8.
+// them. Runs over the n Gaussians idx[0 .. n) that light some of these P pixels;
+// store(p, c, v) receives pixel p's channels c .. c + 8.
 template <typename T, int P, int CV, typename Store>
 __attribute__((always_inline)) inline void channel_block(const typename Lanes<T>::V* w,
-                                                         const T* const* rows, int n, int p0,
+                                                         const T* const* rows,
+                                                         const int32_t* idx, int n, int p0,
                                                          int64_t c0, const Store& store) {
   using V = typename Lanes<T>::V;
   V r[P][CV];
@@ -61,7 +63,8 @@ __attribute__((always_inline)) inline void channel_block(const typename Lanes<T>
   for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
     for (int v = 0; v < CV; ++v) r[p][v] = V{};
-  for (int j = 0; j < n; ++j) {
+  for (int i = 0; i < n; ++i) {
+    const int32_t j = idx[i];
     const T* f = rows[j] + c0;
     V fv[CV];
 #pragma GCC unroll 16
@@ -80,22 +83,38 @@ __attribute__((always_inline)) inline void channel_block(const typename Lanes<T>
     for (int v = 0; v < CV; ++v) store(p0 + p, c0 + v * kLanes, r[p][v]);
 }
 
-constexpr int kPixelBlock = 4;  // pixels per channel-major block (a segment is two)
+constexpr int kPixelBlock = 4;  // pixels per channel-major block: a segment's half
 constexpr int kChanVecs = 3;    // 8-channel vectors per channel-major block
 
+// A segment's contributing Gaussians (w[0 .. n)) per 4-pixel half: the ones whose weight is not
+// zero on some pixel of the half, so a Gaussian that lights one half only is not run through the
+// other's FMAs (exact: a zero weight adds nothing). idx[h] needs room for n entries.
+template <typename T>
+__attribute__((always_inline)) inline void split_halves(const typename Lanes<T>::V* w, int n,
+                                                        int32_t* const idx[2], int count[2]) {
+  count[0] = count[1] = 0;
+  for (int j = 0; j < n; ++j) {
+    bool lo, hi;
+    any_lane_halves(w[j] != T(0), lo, hi);
+    idx[0][count[0]] = j, idx[1][count[1]] = j;  // kept only where the half is lit
+    count[0] += lo, count[1] += hi;
+  }
+}
+
 // Channels [c0, c0 + 8·nvec) of a segment's first `pixels` pixels channel-major, in blocks of
-// CV vectors (the last block narrower), each block over both pixel halves while its slice of the
-// feature rows is in L1.
+// CV vectors (the last block narrower), each block over both pixel halves (split_halves's lists)
+// while its slice of the feature rows is in L1.
 template <typename T, int CV, typename Store>
 __attribute__((always_inline)) inline void channel_major(const typename Lanes<T>::V* w,
-                                                         const T* const* rows, int n, int pixels,
-                                                         int64_t c0, int64_t nvec,
+                                                         const T* const* rows,
+                                                         int32_t* const idx[2], const int count[2],
+                                                         int pixels, int64_t c0, int64_t nvec,
                                                          const Store& store) {
   for (; nvec >= CV; nvec -= CV, c0 += CV * kLanes)
-    for (int p0 = 0; p0 < pixels; p0 += kPixelBlock)
-      channel_block<T, kPixelBlock, CV>(w, rows, n, p0, c0, store);
+    for (int h = 0; h * kPixelBlock < pixels; ++h)
+      channel_block<T, kPixelBlock, CV>(w, rows, idx[h], count[h], h * kPixelBlock, c0, store);
   if constexpr (CV > 1)
-    if (nvec > 0) channel_major<T, CV - 1>(w, rows, n, pixels, c0, nvec, store);
+    if (nvec > 0) channel_major<T, CV - 1>(w, rows, idx, count, pixels, c0, nvec, store);
 }
 
 // Lock-free atomic add for gradients that several tiles reduce into.

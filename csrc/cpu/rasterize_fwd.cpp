@@ -24,6 +24,7 @@ struct FwdScratch {
   std::vector<int32_t> list;            // [segments, cap]: one row's entries per segment
   LaneVector<V> w;                      // [cap]: one segment's contributing weights
   std::vector<const T*> rows;            // [cap]: their channel rows
+  std::vector<int32_t> halves;          // [2, cap]: those lighting each 4-pixel half
   LaneVector<V> acc;                    // [CH]: one segment's output, channel-major
   int64_t listed = 0, computed = 0, useful = 0;
 };
@@ -44,7 +45,8 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
   const RowSegments<T> seg(x0, x1, y);
   const size_t cap = static_cast<size_t>(n_items);
   if (s.list.size() < seg.n * cap) s.list.resize(seg.n * cap);
-  if (s.w.size() < cap) s.w.resize(cap), s.rows.resize(cap);
+  if (s.w.size() < cap) s.w.resize(cap), s.rows.resize(cap), s.halves.resize(2 * cap);
+  int32_t* const halves[2] = {s.halves.data(), s.halves.data() + cap};
   int count[kMaxSegments];
   seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
   const TileEntry<T>* kept = s.tile.kept.data();
@@ -94,7 +96,10 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
     const int64_t pix0 = (cam * a.height + y) * a.width + sx;
     // whole 8-channel vectors channel-major, straight into the pixels' outputs
-    channel_major<T, kChanVecs>(W, R, nw, nvalid, 0, n_vec, [&](int l, int64_t c, const V& v) {
+    int n_half[2] = {0, 0};
+    if (n_vec > 0) split_halves<T>(W, nw, halves, n_half);
+    channel_major<T, kChanVecs>(W, R, halves, n_half, nvalid, 0, n_vec, [&](int l, int64_t c,
+                                                                         const V& v) {
       if (l >= nvalid) return;
       V b{};
       if (bg) std::memcpy(&b, bg + c, sizeof(V));
