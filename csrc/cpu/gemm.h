@@ -1,6 +1,8 @@
 // The CPU rasterizer's accumulation OUT = Wᵀ·F per 8-pixel row segment (docs/design.md §4), register-
-// blocked so an 8-pixel × kChanRegs-channel accumulator stays in vector registers. Feature rows
-// are given by pointer, so only the contributing Gaussians' rows are ever read (lazy fetch).
+// blocked so the accumulators stay in vector registers: channel-major for whole 8-channel vectors
+// (channel_major: the feature channels), pixel-major for the last CH mod 8 (segment_tail: RGB +
+// depth). Feature rows are given by pointer, so only the contributing Gaussians' rows are ever
+// read (lazy fetch).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -9,8 +11,6 @@
 
 namespace gsrender {
 namespace cpu {
-
-constexpr int kChanRegs = 12;  // accumulators per register block (AVX2 has 16 vector registers)
 
 // acc[c0 .. c0+NB) = Σ_j w[j] · rows[j][c0 + i]: one 8-pixel × NB-channel register block over a
 // row segment's contributing Gaussians; each feature value fetched is one broadcast for 8 pixels.
@@ -31,7 +31,7 @@ __attribute__((always_inline)) inline void segment_block(typename Lanes<T>::V* a
   for (int i = 0; i < NB; ++i) acc[c0 + i] = r[i];
 }
 
-// The channel tail (CH mod kChanRegs) as one block of its exact width: any CH, no padding.
+// The channel tail (CH mod 8) as one block of its exact width: any CH, no padding.
 template <typename T, int NB>
 __attribute__((always_inline)) inline void segment_tail(typename Lanes<T>::V* acc,
                                                         const typename Lanes<T>::V* w,
@@ -169,6 +169,78 @@ __attribute__((always_inline)) inline void pair_outer(T* const* d, const T* w, c
   for (; c0 + kOuterNB<T> * kLanes <= chp; c0 += kOuterNB<T> * kLanes)
     pair_outer_blocks<T, kOuterNB<T>>(d, w, G, chp, c0, n);
   pair_outer_width<T, kOuterNB<T> - 1>(d, w, G, chp, c0, n, int((chp - c0) / kLanes));
+}
+
+// Wide outputs (the feature channels) channel-major: OUT[p][c0 .. c0 + 8·CV) for the P pixels
+// p0 .. p0 + P of a segment, P × CV vectors of 8 channels in registers (AVX2's 16: 4 × 3
+// accumulators, 3 feature vectors, one broadcast weight). Each feature vector fetched feeds P
+// FMAs, one per pixel (its weight broadcast), where the pixel-major block above feeds one FMA per
+// feature value broadcast; the result is each pixel's channels contiguous, as the image stores
+// them. Runs over the n Gaussians idx[0 .. n) that light some of these P pixels;
+// store(p, c, v) receives pixel p's channels c .. c + 8.
+template <typename T, int P, int CV, typename Store>
+__attribute__((always_inline)) inline void channel_block(const typename Lanes<T>::V* w,
+                                                         const T* const* rows,
+                                                         const int32_t* idx, int n, int p0,
+                                                         int64_t c0, const Store& store) {
+  using V = typename Lanes<T>::V;
+  V r[P][CV];
+#pragma GCC unroll 16
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+    for (int v = 0; v < CV; ++v) r[p][v] = V{};
+  for (int i = 0; i < n; ++i) {
+    const int32_t j = idx[i];
+    const T* f = rows[j] + c0;
+    V fv[CV];
+#pragma GCC unroll 16
+    for (int v = 0; v < CV; ++v) std::memcpy(&fv[v], f + v * kLanes, sizeof(V));
+    const T* wj = reinterpret_cast<const T*>(w + j) + p0;
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) {
+      const T b = wj[p];  // (vector × scalar: one broadcast load)
+#pragma GCC unroll 16
+      for (int v = 0; v < CV; ++v) r[p][v] += fv[v] * b;
+    }
+  }
+#pragma GCC unroll 16
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+    for (int v = 0; v < CV; ++v) store(p0 + p, c0 + v * kLanes, r[p][v]);
+}
+
+constexpr int kPixelBlock = 4;  // pixels per channel-major block: a segment's half
+constexpr int kChanVecs = 3;    // 8-channel vectors per channel-major block
+
+// A segment's contributing Gaussians (w[0 .. n)) per 4-pixel half: the ones whose weight is not
+// zero on some pixel of the half, so a Gaussian that lights one half only is not run through the
+// other's FMAs (exact: a zero weight adds nothing). idx[h] needs room for n entries.
+template <typename T>
+__attribute__((always_inline)) inline void split_halves(const typename Lanes<T>::V* w, int n,
+                                                        int32_t* const idx[2], int count[2]) {
+  count[0] = count[1] = 0;
+  for (int j = 0; j < n; ++j) {
+    bool lo, hi;
+    any_lane_halves(w[j] != T(0), lo, hi);
+    idx[0][count[0]] = j, idx[1][count[1]] = j;  // kept only where the half is lit
+    count[0] += lo, count[1] += hi;
+  }
+}
+
+// Channels [c0, c0 + 8·nvec) of a segment's first `pixels` pixels channel-major, in blocks of
+// CV vectors (the last block narrower), each block over both pixel halves (split_halves's lists)
+// while its slice of the feature rows is in L1.
+template <typename T, int CV, typename Store>
+__attribute__((always_inline)) inline void channel_major(const typename Lanes<T>::V* w,
+                                                         const T* const* rows,
+                                                         int32_t* const idx[2], const int count[2],
+                                                         int pixels, int64_t c0, int64_t nvec,
+                                                         const Store& store) {
+  for (; nvec >= CV; nvec -= CV, c0 += CV * kLanes)
+    for (int h = 0; h * kPixelBlock < pixels; ++h)
+      channel_block<T, kPixelBlock, CV>(w, rows, idx[h], count[h], h * kPixelBlock, c0, store);
+  if constexpr (CV > 1)
+    if (nvec > 0) channel_major<T, CV - 1>(w, rows, idx, count, pixels, c0, nvec, store);
 }
 
 // Lock-free atomic add for gradients that several tiles reduce into.

@@ -72,6 +72,19 @@ __attribute__((always_inline)) inline bool any_lane(const M& m) {
   return (x[0] | x[1]) != 0;
 }
 
+// Whether any of m's lanes 0–3 (lo) and any of its lanes 4–7 (hi) is set: a segment's two
+// 4-pixel halves.
+template <typename M>
+__attribute__((always_inline)) inline void any_lane_halves(const M& m, bool& lo, bool& hi) {
+  static_assert(sizeof(M) == 32 || sizeof(M) == 64, "8 lanes of 32 or 64 bits");
+  constexpr int kWords = sizeof(M) / 8;
+  uint64_t u[kWords];
+  std::memcpy(u, &m, sizeof(M));
+  uint64_t l = 0, h = 0;
+  for (int i = 0; i < kWords / 2; ++i) l |= u[i], h |= u[kWords / 2 + i];
+  lo = l != 0, hi = h != 0;
+}
+
 template <typename V>
 __attribute__((always_inline)) inline auto lane_sum(const V& v) {
   auto s = v[0];

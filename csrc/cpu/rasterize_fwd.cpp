@@ -21,9 +21,11 @@ template <typename T>
 struct FwdScratch {
   using V = typename Lanes<T>::V;
   TileRows<T> tile;
+  TileFeatures<T> feats;                // the tile's kept feature rows, contiguous
   std::vector<int32_t> list;            // [segments, cap]: one row's entries per segment
   LaneVector<V> w;                      // [cap]: one segment's contributing weights
   std::vector<const T*> rows;            // [cap]: their channel rows
+  std::vector<int32_t> halves;          // [2, cap]: those lighting each 4-pixel half
   LaneVector<V> acc;                    // [CH]: one segment's output, channel-major
   int64_t listed = 0, computed = 0, useful = 0;
 };
@@ -39,12 +41,13 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
                 const FwdOut<T>& o) {
   using V = typename Lanes<T>::V;
   using M = typename Lanes<T>::M;
-  const int64_t CH = a.CH;
+  const int64_t CH = a.CH, n_vec = CH / kLanes, c_vec = n_vec * kLanes;
   const bool sorted = a.sorted;
   const RowSegments<T> seg(x0, x1, y);
   const size_t cap = static_cast<size_t>(n_items);
   if (s.list.size() < seg.n * cap) s.list.resize(seg.n * cap);
-  if (s.w.size() < cap) s.w.resize(cap), s.rows.resize(cap);
+  if (s.w.size() < cap) s.w.resize(cap), s.rows.resize(cap), s.halves.resize(2 * cap);
+  int32_t* const halves[2] = {s.halves.data(), s.halves.data() + cap};
   int count[kMaxSegments];
   seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
   const TileEntry<T>* kept = s.tile.kept.data();
@@ -84,29 +87,41 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
       }
       useful -= on;
       // kept only when some lane contributes (the slot is overwritten otherwise)
-      W[nw] = w, R[nw] = a.colors + static_cast<int64_t>(e.id) * CH;
+      W[nw] = w, R[nw] = s.feats.row(list[q], CH);
       nw += any_lane(on);
       if (sorted && !any_lane(alive)) {
         stop_at = e.i + 1;
         break;
       }
     }
-    int64_t c0 = 0;
-    for (; c0 + kChanRegs <= CH; c0 += kChanRegs) segment_block<T, kChanRegs>(acc, W, R, nw, c0);
-    segment_tail<T, kChanRegs - 1>(acc, W, R, nw, c0, static_cast<int>(CH - c0));
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
+    const int64_t pix0 = (cam * a.height + y) * a.width + sx;
+    // whole 8-channel vectors channel-major, straight into the pixels' outputs
+    int n_half[2] = {0, 0};
+    if (n_vec > 0) split_halves<T>(W, nw, halves, n_half);
+    channel_major<T, kChanVecs>(W, R, halves, n_half, nvalid, 0, n_vec, [&](int l, int64_t c,
+                                                                         const V& v) {
+      if (l >= nvalid) return;
+      V b{};
+      if (bg) std::memcpy(&b, bg + c, sizeof(V));
+      const V out = sorted ? v + tr[l] * b : (v + a.w_bg * b) / (wsum[l] + a.w_bg);
+      std::memcpy(o.render + (pix0 + l) * CH + c, &out, sizeof(V));
+    });
+    // the last CH mod 8 channels (all of them for RGB + depth) pixel-major
+    segment_tail<T, kLanes - 1>(acc, W, R, nw, c_vec, static_cast<int>(CH - c_vec));
     s.listed += int64_t(stop_at) * nvalid;
     for (int l = 0; l < nvalid; ++l) {
-      const int64_t pix = (cam * a.height + y) * a.width + sx + l;
+      const int64_t pix = pix0 + l;
       T* dst = o.render + pix * CH;
       const T t = tr[l];
       if (sorted) {
-        for (int64_t c = 0; c < CH; ++c) dst[c] = acc[c][l] + (bg ? t * bg[c] : T(0));
+        for (int64_t c = c_vec; c < CH; ++c) dst[c] = acc[c][l] + (bg ? t * bg[c] : T(0));
         o.aux[pix] = t;
         o.last_ids[pix] = static_cast<int32_t>(last[l]);
       } else {
         const T denom = wsum[l] + a.w_bg;
-        for (int64_t c = 0; c < CH; ++c) dst[c] = (acc[c][l] + (bg ? a.w_bg * bg[c] : T(0))) / denom;
+        for (int64_t c = c_vec; c < CH; ++c)
+          dst[c] = (acc[c][l] + (bg ? a.w_bg * bg[c] : T(0))) / denom;
         o.aux[pix] = denom;
         o.last_ids[pix] = start + n_list;
       }
@@ -116,12 +131,14 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
   for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
 }
 
-// One (camera, tile) task: its rows' Gaussians (TileRows), then row by row.
+// One (camera, tile) task: its rows' Gaussians (TileRows) and their feature rows
+// (TileFeatures), then row by row.
 template <typename T>
 void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, int tx, int ty,
                  int32_t start, int32_t end, FwdScratch<T>& s, const FwdOut<T>& o) {
   TileRows<T>& tr = s.tile;
-  tr.build(a, gs, tx, ty, start, end);
+  tr.build(a, gs, tx, ty, start, end, /*prefetch_features=*/false);
+  s.feats.gather(a, tr);
   const int n_rows = tr.y1 - tr.y0 + 1;
   const std::vector<int32_t>& row_start = tr.row_start;
   for (int r = 0; r < n_rows; ++r)

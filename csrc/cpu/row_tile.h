@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "gsrender/raster_interface.h"
@@ -130,14 +131,15 @@ struct TileRows {
   std::vector<int32_t> span;               // [kept, 2]: first and last row of each
   std::vector<int32_t> row_start, row_fill, items;  // per row, kept entries covering it
 
+  // prefetch_features: fetch every kept Gaussian's feature row here (the forward passes false:
+  // it copies them, TileFeatures).
   void build(const RasterArgs<T>& a, const RowGaussian<T>* gs, int tx, int ty, int32_t start,
-             int32_t end) {
+             int32_t end, bool prefetch_features = true) {
     const PixelBox px = tile_pixels(tx, ty, a.tile_size, a.width, a.height);
     x0 = px.x0, y0 = px.y0, x1 = px.x1, y1 = px.y1;
     const int n_rows = y1 - y0 + 1;
     const int32_t* ids = a.flatten_ids + start;
     const int32_t n = end - start;
-    const size_t row_bytes = size_t(a.CH) * sizeof(T);
     kept.clear(), span.clear();
     row_start.assign(n_rows + 1, 0);
     for (int32_t i = 0; i < n; ++i) {
@@ -154,8 +156,7 @@ struct TileRows {
       span.insert(span.end(), {r0, r1});
       for (int r = r0; r <= r1; ++r) ++row_start[r + 1];
       // its feature row, read by the accumulation after the rows' scans
-      const char* f = reinterpret_cast<const char*>(a.colors + int64_t(ids[i]) * a.CH);
-      for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(f + b);
+      if (prefetch_features) prefetch_feature_row(a, ids[i]);
     }
     for (int r = 0; r < n_rows; ++r) row_start[r + 1] += row_start[r];
     items.resize(row_start[n_rows]);
@@ -163,6 +164,45 @@ struct TileRows {
     for (size_t k = 0; k < kept.size(); ++k)
       for (int r = span[2 * k]; r <= span[2 * k + 1]; ++r) items[row_fill[r]++] = int32_t(k);
   }
+
+  static void prefetch_feature_row(const RasterArgs<T>& a, int32_t id) {
+    const uintptr_t f = reinterpret_cast<uintptr_t>(a.colors + int64_t(id) * a.CH);
+    const uintptr_t last = f + uintptr_t(a.CH) * sizeof(T) - 1;
+    for (uintptr_t line = f & ~uintptr_t(63); line <= last; line += 64)
+      __builtin_prefetch(reinterpret_cast<const void*>(line));
+  }
+};
+
+// The tile's kept Gaussians' feature rows copied into one contiguous block, in list order (row k:
+// entry k). The segments' accumulations then read a kept × CH block that stays in L2 and is
+// walked in increasing address order, which the hardware prefetcher follows, instead of rows
+// scattered over the frame's [N, CH] features (random lines, and a TLB miss each on wide rows).
+// The copy's loads are independent of each other, so many are in flight at once. (Fetching them
+// row by row during the scans instead, to overlap the latency with the α arithmetic, measured
+// slower: the per-row passes over the row lists cost more than they hid.)
+template <typename T>
+struct TileFeatures {
+  std::vector<T> rows;
+
+  void gather(const RasterArgs<T>& a, const TileRows<T>& tr) {
+    using V = typename Lanes<T>::V;
+    const size_t n = tr.kept.size(), CH = size_t(a.CH), n_vec = CH / kLanes;
+    if (rows.size() < n * CH) rows.resize(n * CH);
+    constexpr size_t kAhead = 4;
+    for (size_t k = 0; k < n; ++k) {
+      if (k + kAhead < n) TileRows<T>::prefetch_feature_row(a, tr.kept[k + kAhead].id);
+      const T* src = a.colors + int64_t(tr.kept[k].id) * a.CH;
+      T* dst = rows.data() + k * CH;
+      // whole vectors, then the tail (a runtime-length memcpy would be a library call per row)
+      for (size_t v = 0; v < n_vec; ++v) {
+        V x;
+        std::memcpy(&x, src + v * kLanes, sizeof(V));
+        std::memcpy(dst + v * kLanes, &x, sizeof(V));
+      }
+      for (size_t c = n_vec * kLanes; c < CH; ++c) dst[c] = src[c];
+    }
+  }
+  const T* row(int32_t k, int64_t CH) const { return rows.data() + k * CH; }
 };
 
 }  // namespace cpu
