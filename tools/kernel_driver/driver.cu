@@ -260,7 +260,13 @@ gsrender::RasterKernel kernel_of(const Case& c) {
 // A Tensor Core case on a device where the plan would not run it is skipped, not failed.
 template <typename T>
 void require_mma(const gsrender::RasterArgs<T>& p, int cc_major) {
-  if (!gsrender::mma_runs({true, std::is_same_v<T, float>, p.tile_size, cc_major}))
+  // (a named target, set member by member: nvcc's host pass rejects a braced argument here)
+  gsrender::RasterTarget target;
+  target.cuda = true;
+  target.float32 = std::is_same_v<T, float>;
+  target.tile_size = p.tile_size;
+  target.cc_major = cc_major;
+  if (!gsrender::mma_runs(target))
     throw Skip("the Tensor Core kernel needs float32, 16x16 tiles and sm_80+ (device: sm_" +
                std::to_string(cc_major) + "x)");
 }
