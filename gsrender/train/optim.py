@@ -57,9 +57,10 @@ def make_optimizer(params: dict[str, torch.Tensor], lrs: LearningRates, extent: 
         params[name] = params[name].detach().requires_grad_(True)
         lr = lrs.means_init * extent if name == "means" else getattr(lrs, name)
         groups.append({"params": [params[name]], "lr": lr * factor, "name": name})
-    # fused: one kernel over each tensor instead of ~10 tensor ops (a 3-5x faster step on the CPU,
-    # where Adam was ~5 % of a training step); the same update formula
-    return torch.optim.Adam(groups, lr=0.0, betas=betas, eps=eps, fused=True)
+    # not fused=True, though it is ~4x faster on the CPU (benchmarks/train_step.py): its rounding
+    # depends on an element's position in the tensor (vector body or tail), so shards would not
+    # train exactly as one process (test_two_ranks_densify_like_one_process_with_a_batch_of_two)
+    return torch.optim.Adam(groups, lr=0.0, betas=betas, eps=eps)
 
 
 def exp_decay(progress: float, init: float, final: float) -> float:
