@@ -32,7 +32,7 @@ def _stub_rasterize(means2d, conics, opacities, colors, *args, **kw):
     width, height = args[4], args[5]
     z = colors.new_zeros
     return (z(C, height, width, CH), z(C, height, width, 1), None, None,
-            torch.zeros(C, 3, dtype=torch.int64))
+            torch.zeros(C, 3, dtype=torch.int64), torch.zeros(2, dtype=torch.int64))  # stats, plan
 
 
 def stages_case(n: int, size: int, iters: int, height: int | None = None) -> dict:

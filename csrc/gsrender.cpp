@@ -160,6 +160,19 @@ TORCH_LIBRARY(gsrender, m) {
   // -> v_dirs [C,N,3], v_coeffs [N,K,3]
   m.def("sh_bwd(int degree, Tensor dirs, Tensor coeffs, Tensor v_colors) -> (Tensor, Tensor)");
 
+  // The raster's channels in one pass (CPU): colour = max(SH(means[n] - campos[c]) + 0.5, 0),
+  // the 3DGS colour, then the depth, then the features. means [N,3], campos [C,3] (camera
+  // centres), coeffs [N,K,3], depths [C,N], features [N,D] (shared) or [C,N,D] or None
+  // -> channels [C,N,4+D]
+  m.def(
+      "sh_channels_fwd(int degree, Tensor means, Tensor campos, Tensor coeffs, Tensor depths, "
+      "Tensor? features) -> Tensor");
+  // The colour's backward (the depth and feature channels pass their gradients through as they
+  // are): v_channels [C,N,CH], CH >= 3 -> v_means [N,3], v_campos [C,3], v_coeffs [N,K,3]
+  m.def(
+      "sh_channels_bwd(int degree, Tensor means, Tensor campos, Tensor coeffs, Tensor v_channels) "
+      "-> (Tensor, Tensor, Tensor)");
+
   // Tile binning: every (camera, tile, Gaussian) intersection of the radii boxes, grouped by
   // (camera, tile) and, when sort=True, ordered by depth inside a tile (stable otherwise).
   // With conics [C,N,3] and opacities [C,N] (exact binning) only the tiles of the box that the

@@ -96,6 +96,42 @@ def _sh_backward(ctx, v_colors):
 torch.library.register_autograd("gsrender::sh_fwd", _sh_backward, setup_context=_sh_setup)
 
 
+def sh_channels(degree: int, means, campos, coeffs, depths, features=None):
+    """The raster's channels in one pass (CPU): [C,N,4+D] = clamp_min(SH(means − campos) + 0.5, 0)
+    (the 3DGS colour), the depth, then the features. means [N,3], campos [C,3] (camera centres),
+    coeffs [N,K,3], depths [C,N], features [N,D] (every camera's) or [C,N,D] or None."""
+    return _ops.sh_channels_fwd(degree, means, campos, coeffs, depths, features)
+
+
+@torch.library.register_fake("gsrender::sh_channels_fwd")
+def _sh_channels_fake(degree, means, campos, coeffs, depths, features):
+    D = 0 if features is None else features.shape[-1]
+    return means.new_empty((campos.shape[0], means.shape[0], 4 + D))
+
+
+def _sh_channels_setup(ctx, inputs, output):
+    degree, means, campos, coeffs, depths, features = inputs
+    ctx.save_for_backward(means, campos, coeffs)
+    ctx.degree = degree
+    ctx.features_dim = None if features is None else features.dim()
+
+
+def _sh_channels_backward(ctx, v_channels):
+    means, campos, coeffs = ctx.saved_tensors
+    v_means = v_campos = v_coeffs = v_features = None
+    if any(ctx.needs_input_grad[1:4]):
+        v_means, v_campos, v_coeffs = _ops.sh_channels_bwd(ctx.degree, means, campos, coeffs,
+                                                           v_channels.contiguous())
+    if ctx.features_dim is not None:  # a shared [N,D] feature is every camera's: summed over C
+        v_features = v_channels[..., 4:]
+        v_features = v_features.sum(0) if ctx.features_dim == 2 else v_features
+    return None, v_means, v_campos, v_coeffs, v_channels[..., 3], v_features
+
+
+torch.library.register_autograd("gsrender::sh_channels_fwd", _sh_channels_backward,
+                                setup_context=_sh_channels_setup)
+
+
 # ---------------------------------------------------------------------------------------------
 # binning (no gradient)
 
@@ -202,6 +238,11 @@ def _project_bwd_fake(means, quats, scales, opacities, viewmats, Ks, width, heig
 @torch.library.register_fake("gsrender::sh_bwd")
 def _sh_bwd_fake(degree, dirs, coeffs, v_colors):
     return dirs.new_empty(dirs.shape), coeffs.new_empty(coeffs.shape)
+
+
+@torch.library.register_fake("gsrender::sh_channels_bwd")
+def _sh_channels_bwd_fake(degree, means, campos, coeffs, v_channels):
+    return means.new_empty(means.shape), campos.new_empty(campos.shape), coeffs.new_empty(coeffs.shape)
 
 
 # ---------------------------------------------------------------------------------------------

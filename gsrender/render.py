@@ -145,14 +145,20 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     with clock("sh"):
         if sh_degree is not None:
             campos = -torch.einsum("cji,cj->ci", viewmats[:, :3, :3], viewmats[:, :3, 3])  # [C, 3]
-            dirs = means[None, :, :] - campos[:, None, :]  # [C, N, 3]
-            rgb = torch.clamp_min(ops.sh(sh_degree, dirs.contiguous(), colors.contiguous()) + 0.5, 0.0)
-        else:
-            rgb = colors.expand(C, N, 3) if colors.dim() == 2 else colors
-        chans = [rgb, depths[..., None]]
-        if features is not None:
-            chans.append(features.expand(C, N, features.shape[-1]) if features.dim() == 2 else features)
-        chans = torch.cat(chans, dim=-1).contiguous()  # [C, N, 4 + D]
+        if sh_degree is not None and means.device.type == "cpu":
+            # one pass writes colour, depth and features (no [C, N, 3] temporaries, no cat)
+            chans = ops.sh_channels(sh_degree, means.contiguous(), campos.contiguous(),
+                                    colors.contiguous(), depths, features)  # [C, N, 4 + D]
+        else:  # colours given, or CUDA (no fused kernel there): tensor ops
+            if sh_degree is not None:
+                dirs = means[None, :, :] - campos[:, None, :]  # [C, N, 3]
+                rgb = torch.clamp_min(ops.sh(sh_degree, dirs.contiguous(), colors.contiguous()) + 0.5, 0.0)
+            else:
+                rgb = colors.expand(C, N, 3) if colors.dim() == 2 else colors
+            chans = [rgb, depths[..., None]]
+            if features is not None:
+                chans.append(features.expand(C, N, features.shape[-1]) if features.dim() == 2 else features)
+            chans = torch.cat(chans, dim=-1).contiguous()  # [C, N, 4 + D]
         bg = None
         if backgrounds is not None:
             bg3 = backgrounds.expand(C, 3) if backgrounds.dim() == 1 else backgrounds

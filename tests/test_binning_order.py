@@ -71,7 +71,7 @@ def _bin(m2d, radii, depths, tile, sort, threads, extra=()):
 
 
 @every_cpu_isa
-@pytest.mark.parametrize("tile", (16, 4))
+@pytest.mark.parametrize("tile", (16, 4, 12))  # 12: not a power of two (no shift)
 @pytest.mark.parametrize("dtype", (F32, F64))
 def test_box_lists_equal_the_reference_at_every_thread_count(dtype, tile):
     m2d, radii, depths = _scene(dtype)

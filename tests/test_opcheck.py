@@ -141,6 +141,26 @@ def test_opcheck_sh_bwd(dtype):
     _opcheck(OPS.sh_bwd, (3, dirs, coeffs, v))
 
 
+@dtypes
+@pytest.mark.parametrize("features", [None, "shared", "per_camera"])
+def test_opcheck_sh_channels_fwd(dtype, features):
+    g = torch.Generator().manual_seed(5)
+    means, campos, coeffs, depths = _grad(_randn(g, 6, 3, dtype=dtype), _randn(g, 2, 3, dtype=dtype),
+                                          _randn(g, 6, 16, 3, dtype=dtype),
+                                          _randn(g, 2, 6, dtype=dtype))
+    feats = None if features is None else _grad(
+        _randn(g, *((6, 4) if features == "shared" else (2, 6, 4)), dtype=dtype))[0]
+    _opcheck(OPS.sh_channels_fwd, (3, means, campos, coeffs, depths, feats))
+
+
+@dtypes
+def test_opcheck_sh_channels_bwd(dtype):
+    g = torch.Generator().manual_seed(6)
+    means, campos, coeffs, v = (_randn(g, 6, 3, dtype=dtype), _randn(g, 2, 3, dtype=dtype),
+                                _randn(g, 6, 16, 3, dtype=dtype), _randn(g, 2, 6, 7, dtype=dtype))
+    _opcheck(OPS.sh_channels_bwd, (3, means, campos, coeffs, v))
+
+
 # ----------------------------------------------------------------------------------- binning
 
 

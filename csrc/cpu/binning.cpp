@@ -28,7 +28,12 @@ struct BinInputs {
   const T* opacities;     // [C, N] with conics
   int64_t C, N;
   int width, height, tile_size;
+  int tile_shift;  // log2(tile_size) for a power of two, else −1
 };
+
+int tile_shift_of(int tile_size) {
+  return (tile_size & (tile_size - 1)) == 0 ? __builtin_ctz(static_cast<unsigned>(tile_size)) : -1;
+}
 
 // Tile rectangle r = [tx0, ty0, tx1, ty1] (inclusive) of Gaussian i's radii box; false when it
 // is culled or off-image.
@@ -38,8 +43,9 @@ bool tile_rect(const BinInputs<T>& in, int64_t i, int32_t* r) {
   const PixelBox b = pixel_box<T>(in.means2d[2 * i], in.means2d[2 * i + 1], in.radii[2 * i],
                                   in.radii[2 * i + 1], in.width, in.height);
   if (b.empty()) return false;
-  r[0] = b.x0 / in.tile_size, r[1] = b.y0 / in.tile_size;
-  r[2] = b.x1 / in.tile_size, r[3] = b.y1 / in.tile_size;
+  // pixel -> tile: a shift for power-of-two tiles, not four integer divisions (pixels are >= 0)
+  const auto tile = [&](int p) { return in.tile_shift >= 0 ? p >> in.tile_shift : p / in.tile_size; };
+  r[0] = tile(b.x0), r[1] = tile(b.y0), r[2] = tile(b.x1), r[3] = tile(b.y1);
   return true;
 }
 
@@ -168,7 +174,8 @@ std::tuple<at::Tensor, at::Tensor> bin_tiles_cpu(const at::Tensor& means2d,
                           con.defined() ? con.data_ptr<T>() : nullptr,
                           opa.defined() ? opa.data_ptr<T>() : nullptr,
                           means2d.size(0), means2d.size(1), static_cast<int>(width),
-                          static_cast<int>(height), static_cast<int>(tile_size)};
+                          static_cast<int>(height), static_cast<int>(tile_size),
+                          tile_shift_of(static_cast<int>(tile_size))};
     out = bin_tiles_impl<T>(in, rad, sort);
   });
   return out;

@@ -49,16 +49,35 @@ void check_project_grads(const at::Tensor& means, int64_t C, int64_t N, const at
   check_like(v_opacities2d, "v_opacities2d", means, "means");
 }
 
-void check_sh_inputs(int64_t degree, const at::Tensor& dirs, const at::Tensor& coeffs) {
+namespace {
+
+// degree in range and coeffs [N, K, 3] with enough coefficients for it (shape: the message's).
+void check_sh_coeffs(int64_t degree, const at::Tensor& coeffs, int64_t N, const char* shape) {
   TORCH_CHECK_VALUE(degree >= 0 && degree <= kMaxShDegree, "degree must be in 0..",
                     kMaxShDegree, ", got ", degree);
-  check_shape(dirs, "dirs", {-1, -1, 3}, "[C, N, 3]");
-  check_shape(coeffs, "coeffs", {dirs.size(1), -1, 3}, "[N, K, 3] (N from dirs)");
+  check_shape(coeffs, "coeffs", {N, -1, 3}, shape);
   const int64_t need = (degree + 1) * (degree + 1);
   TORCH_CHECK_VALUE(coeffs.size(1) >= need, "coeffs must have K >= (degree+1)^2 = ", need,
                     " coefficients for degree ", degree, ", got K = ", coeffs.size(1));
+}
+
+}  // namespace
+
+void check_sh_inputs(int64_t degree, const at::Tensor& dirs, const at::Tensor& coeffs) {
+  check_shape(dirs, "dirs", {-1, -1, 3}, "[C, N, 3]");
+  check_sh_coeffs(degree, coeffs, dirs.size(1), "[N, K, 3] (N from dirs)");
   check_floating(dirs, "dirs");
   check_like(coeffs, "coeffs", dirs, "dirs");
+}
+
+void check_sh_channels_inputs(int64_t degree, const at::Tensor& means, const at::Tensor& campos,
+                              const at::Tensor& coeffs) {
+  check_shape(means, "means", {-1, 3}, "[N, 3]");
+  check_shape(campos, "campos", {-1, 3}, "[C, 3]");
+  check_sh_coeffs(degree, coeffs, means.size(0), "[N, K, 3] (N from means)");
+  check_floating(means, "means");
+  check_like(campos, "campos", means, "means");
+  check_like(coeffs, "coeffs", means, "means");
 }
 
 void check_sh_grads(const at::Tensor& dirs, const at::Tensor& v_colors) {

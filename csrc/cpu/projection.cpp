@@ -44,11 +44,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
     T* d_p = depths.data_ptr<T>();
     T* con_p = conics.data_ptr<T>();
     T* o2_p = opacities2d.data_ptr<T>();
+    const auto camera = [&](int64_t c) {
+      return load_camera(vp + 16 * c, kp + 9 * c, static_cast<int>(width),
+                         static_cast<int>(height));
+    };
     cpu::parallel_for(0, C * N, 1024, [&](int64_t begin, int64_t end) {
-      for (int64_t idx = begin; idx < end; ++idx) {
-        const int64_t c = idx / N, n = idx % N;
-        const Camera<T> cam = load_camera(vp + 16 * c, kp + 9 * c, static_cast<int>(width),
-                                          static_cast<int>(height));
+      // the camera loaded once per chunk and per camera change, no division per Gaussian
+      int64_t c = begin / N, n = begin - c * N;
+      Camera<T> cam = camera(c);
+      for (int64_t idx = begin; idx < end; ++idx, ++n) {
+        if (n == N) n = 0, cam = camera(++c);
         const Projected<T> r = project_gaussian(
             load_vec3(mp + 3 * n), Vec4<T>{qp[4 * n], qp[4 * n + 1], qp[4 * n + 2], qp[4 * n + 3]},
             load_vec3(sp + 3 * n), op[n], cam, T(eps2d), T(near_plane), T(far_plane),

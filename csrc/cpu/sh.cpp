@@ -1,11 +1,16 @@
-// CPU kernels of sh_fwd / sh_bwd: the per-(camera, Gaussian) math lives in gsrender/sh.h.
+// CPU kernels of sh_fwd / sh_bwd and of sh_channels_fwd / _bwd (the raster's colour, depth and
+// feature channels written in one pass): the per-(camera, Gaussian) math lives in gsrender/sh.h.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cstring>
 #include <tuple>
+#include <vector>
 
+#include "gsrender/checks.h"
 #include "gsrender/project_sh_checks.h"
 #include "gsrender/sh.h"
 #include "isa.h"
@@ -68,10 +73,134 @@ std::tuple<Tensor, Tensor> sh_bwd_cpu(int64_t degree, const Tensor& dirs, const 
   return {v_dirs, v_coeffs};
 }
 
+// The 3DGS colour before its clamp, SH(mean − campos) + 0.5, in the float operations the tensor
+// ops (view direction, sh_fwd, + 0.5) ran, so the channels hold the values they gave.
+template <typename T>
+Vec3<T> view_dir(const T* mean, const T* campos) {
+  return {mean[0] - campos[0], mean[1] - campos[1], mean[2] - campos[2]};
+}
+template <typename T>
+void shifted_sh(int deg, const Vec3<T>& dir, const T* coeffs, T* rgb) {
+  sh_eval(deg, dir, coeffs, rgb);
+  for (int ch = 0; ch < 3; ++ch) rgb[ch] += T(0.5);
+}
+
+Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& campos,
+                           const Tensor& coeffs, const Tensor& depths,
+                           const c10::optional<Tensor>& features) {
+  check_sh_channels_inputs(degree, means, campos, coeffs);
+  const int64_t C = campos.size(0), N = means.size(0), K = coeffs.size(1);
+  check_shape(depths, "depths", {C, N}, "[C, N] (C from campos, N from means)");
+  check_like(depths, "depths", means, "means");
+  Tensor feat;
+  if (features) {
+    feat = features->contiguous();
+    if (feat.dim() == 2)
+      check_shape(feat, "features", {N, -1}, "[N, D] or [C, N, D]");
+    else
+      check_shape(feat, "features", {C, N, -1}, "[N, D] or [C, N, D]");
+    check_like(feat, "features", means, "means");
+  }
+  const int64_t D = feat.defined() ? feat.size(-1) : 0, CH = 4 + D;
+  const bool per_camera = feat.defined() && feat.dim() == 3;
+  const Tensor means_c = means.contiguous(), campos_c = campos.contiguous(),
+               coeffs_c = coeffs.contiguous(), depths_c = depths.contiguous();
+  Tensor out = at::empty({C, N, CH}, means.options());  // [C, N, 4 + D]
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "sh_channels_fwd_cpu", [&] {
+    using T = scalar_t;
+    const T* mp = means_c.data_ptr<T>();
+    const T* pp = campos_c.data_ptr<T>();
+    const T* cp = coeffs_c.data_ptr<T>();
+    const T* dp = depths_c.data_ptr<T>();
+    const T* fp = feat.defined() ? feat.data_ptr<T>() : nullptr;
+    T* op = out.data_ptr<T>();
+    const int deg = static_cast<int>(degree);
+    cpu::parallel_for(0, C * N, 2048, [&](int64_t begin, int64_t end) {
+      int64_t c = begin / N, n = begin - c * N;  // (no division per Gaussian)
+      for (int64_t idx = begin; idx < end; ++idx, ++n) {
+        if (n == N) n = 0, ++c;
+        T* o = op + idx * CH;
+        T rgb[3];
+        shifted_sh(deg, view_dir(mp + 3 * n, pp + 3 * c), cp + n * K * 3, rgb);
+        for (int ch = 0; ch < 3; ++ch) o[ch] = rgb[ch] < T(0) ? T(0) : rgb[ch];  // NaN stays
+        o[3] = dp[idx];
+        if (D > 0) std::memcpy(o + 4, fp + (per_camera ? idx : n) * D, sizeof(T) * D);
+      }
+    });
+  });
+  return out;
+}
+
+// Gaussians per backward work item: fixed (not per thread) so v_campos's reduction order, and
+// hence the result, does not depend on the number of threads.
+constexpr int64_t kChannelsBwdBlock = 256;
+
+std::tuple<Tensor, Tensor, Tensor> sh_channels_bwd_cpu(int64_t degree, const Tensor& means,
+                                                       const Tensor& campos,
+                                                       const Tensor& coeffs,
+                                                       const Tensor& v_channels) {
+  check_sh_channels_inputs(degree, means, campos, coeffs);
+  const int64_t C = campos.size(0), N = means.size(0), K = coeffs.size(1);
+  check_shape(v_channels, "v_channels", {C, N, -1}, "[C, N, CH] (C from campos, N from means)");
+  TORCH_CHECK_VALUE(v_channels.size(2) >= 3, "v_channels must have CH >= 3 channels, got ",
+                    v_channels.size(2));
+  check_like(v_channels, "v_channels", means, "means");
+  const int64_t CH = v_channels.size(2);
+  const Tensor means_c = means.contiguous(), campos_c = campos.contiguous(),
+               coeffs_c = coeffs.contiguous(), v_c = v_channels.contiguous();
+  Tensor v_means = at::zeros({N, 3}, means.options());
+  Tensor v_coeffs = at::zeros({N, K, 3}, means.options());  // 0 for k >= (deg+1)^2
+  Tensor v_campos = at::empty({C, 3}, means.options());
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "sh_channels_bwd_cpu", [&] {
+    using T = scalar_t;
+    const T* mp = means_c.data_ptr<T>();
+    const T* pp = campos_c.data_ptr<T>();
+    const T* cp = coeffs_c.data_ptr<T>();
+    const T* gp = v_c.data_ptr<T>();
+    T* vm = v_means.data_ptr<T>();
+    T* vc = v_coeffs.data_ptr<T>();
+    const int deg = static_cast<int>(degree);
+    // Per block of Gaussians its [C, 3] share of v_campos = −Σ_n v_dir, in double, summed over
+    // the blocks in order afterwards; v_means and v_coeffs rows are owned by one block each
+    // (summed over cameras in camera order).
+    const int64_t num_blocks = (N + kChannelsBwdBlock - 1) / kChannelsBwdBlock;
+    std::vector<double> partial(static_cast<size_t>(num_blocks * C * 3), 0.0);
+    cpu::parallel_for(0, num_blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        double* part = partial.data() + blk * C * 3;
+        for (int64_t n = blk * kChannelsBwdBlock, n_end = std::min(N, n + kChannelsBwdBlock);
+             n < n_end; ++n) {
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t idx = c * N + n;
+            const Vec3<T> dir = view_dir(mp + 3 * n, pp + 3 * c);
+            T rgb[3], v_rgb[3];
+            shifted_sh(deg, dir, cp + n * K * 3, rgb);
+            // the clamp's gradient passes where rgb >= 0 (torch's clamp_min: NaN passes none)
+            for (int ch = 0; ch < 3; ++ch) v_rgb[ch] = rgb[ch] >= T(0) ? gp[idx * CH + ch] : T(0);
+            const Vec3<T> v_dir = sh_eval_bwd(deg, dir, cp + n * K * 3, v_rgb, vc + n * K * 3);
+            vm[3 * n] += v_dir.x, vm[3 * n + 1] += v_dir.y, vm[3 * n + 2] += v_dir.z;
+            part[3 * c] -= v_dir.x, part[3 * c + 1] -= v_dir.y, part[3 * c + 2] -= v_dir.z;
+          }
+        }
+      }
+    });
+    T* vp = v_campos.data_ptr<T>();
+    for (int64_t c = 0; c < C; ++c)
+      for (int e = 0; e < 3; ++e) {
+        double acc = 0.0;
+        for (int64_t blk = 0; blk < num_blocks; ++blk) acc += partial[(blk * C + c) * 3 + e];
+        vp[3 * c + e] = static_cast<T>(acc);
+      }
+  });
+  return {v_means, v_campos, v_coeffs};
+}
+
 }  // namespace
 }  // namespace gsrender
 
 TORCH_LIBRARY_IMPL(gsrender, CPU, m) {
   m.impl("sh_fwd", &gsrender::sh_fwd_cpu);
   m.impl("sh_bwd", &gsrender::sh_bwd_cpu);
+  m.impl("sh_channels_fwd", &gsrender::sh_channels_fwd_cpu);
+  m.impl("sh_channels_bwd", &gsrender::sh_channels_bwd_cpu);
 }

@@ -62,4 +62,8 @@ void check_sh_inputs(int64_t degree, const at::Tensor& dirs, const at::Tensor& c
 // v_colors [C,N,3] like dirs.
 void check_sh_grads(const at::Tensor& dirs, const at::Tensor& v_colors);
 
+// sh_channels_fwd / _bwd: means [N, 3], campos [C, 3], coeffs as for sh_fwd (N from means).
+void check_sh_channels_inputs(int64_t degree, const at::Tensor& means, const at::Tensor& campos,
+                              const at::Tensor& coeffs);
+
 }  // namespace gsrender

@@ -15,6 +15,8 @@ struct Camera {
   Vec3<T> t;  // viewmat[:3,3]
   T fx, fy, cx, cy;
   T width, height;
+  // ewa_jacobian's clamp of x/z and y/z (see there), per camera rather than per Gaussian
+  T lim_x_pos, lim_x_neg, lim_y_pos, lim_y_neg;
 };
 
 // viewmat: 16 row-major values, K: 9 row-major values (skew is ignored, as in gsplat).
@@ -30,6 +32,12 @@ GSR_HOST_DEVICE Camera<T> load_camera(const T* viewmat, const T* K, int width, i
   cam.cy = K[5];
   cam.width = T(width);
   cam.height = T(height);
+  const T tan_fovx = T(0.5) * cam.width / cam.fx;
+  const T tan_fovy = T(0.5) * cam.height / cam.fy;
+  cam.lim_x_pos = (cam.width - cam.cx) / cam.fx + T(0.3) * tan_fovx;
+  cam.lim_x_neg = cam.cx / cam.fx + T(0.3) * tan_fovx;
+  cam.lim_y_pos = (cam.height - cam.cy) / cam.fy + T(0.3) * tan_fovy;
+  cam.lim_y_neg = cam.cy / cam.fy + T(0.3) * tan_fovy;
   return cam;
 }
 
@@ -84,12 +92,8 @@ struct EwaJacobian {
 
 template <typename T>
 GSR_HOST_DEVICE EwaJacobian<T> ewa_jacobian(const Vec3<T>& p, const Camera<T>& cam) {
-  const T tan_fovx = T(0.5) * cam.width / cam.fx;
-  const T tan_fovy = T(0.5) * cam.height / cam.fy;
-  const T lim_x_pos = (cam.width - cam.cx) / cam.fx + T(0.3) * tan_fovx;
-  const T lim_x_neg = cam.cx / cam.fx + T(0.3) * tan_fovx;
-  const T lim_y_pos = (cam.height - cam.cy) / cam.fy + T(0.3) * tan_fovy;
-  const T lim_y_neg = cam.cy / cam.fy + T(0.3) * tan_fovy;
+  const T lim_x_pos = cam.lim_x_pos, lim_x_neg = cam.lim_x_neg;
+  const T lim_y_pos = cam.lim_y_pos, lim_y_neg = cam.lim_y_neg;
   const T rz = T(1) / p.z;
   const T u = p.x * rz, v = p.y * rz;
   EwaJacobian<T> J;

@@ -40,12 +40,21 @@ GSR_HOST_DEVICE T support_bound(T a, T c, T det, T level) {
   return T(2) * fma(level, T(1) + T(1e-4) + T(1e-6) * (a + c) * (a + c) / det, T(1e-4));
 }
 
+// The test's per-Gaussian part, on the doubles the test runs in: false when no pixel can
+// contribute, else its bound on dᵀQd (support_bound). Binning computes it once per Gaussian, not
+// once per candidate tile; the values are the same either way.
 template <typename T>
-GSR_HOST_DEVICE bool support_meets_rect(T mx, T my, T a, T b, T c, T level, int x0, int y0,
-                                        int x1, int y1) {
+GSR_HOST_DEVICE bool support_rect_bound(T a, T b, T c, T level, T* bound) {
   const T det = fma(a, c, -(b * b));
   if (!(level > T(0)) || !(det > T(0)) || !(a > T(0))) return false;  // no pixel contributes
-  const T bound = support_bound(a, c, det, level);
+  *bound = support_bound(a, c, det, level);
+  return true;
+}
+
+// support_meets_rect with its bound given (support_rect_bound true).
+template <typename T>
+GSR_HOST_DEVICE bool support_meets_rect_within(T mx, T my, T a, T b, T c, T bound, int x0,
+                                               int y0, int x1, int y1) {
   const T dxlo = mx - (T(x1) + T(0.5)), dxhi = mx - (T(x0) + T(0.5));
   const T dylo = my - (T(y1) + T(0.5)), dyhi = my - (T(y0) + T(0.5));
   const bool in_x = dxlo <= T(0) && dxhi >= T(0), in_y = dylo <= T(0) && dyhi >= T(0);
@@ -60,6 +69,14 @@ GSR_HOST_DEVICE bool support_meets_rect(T mx, T my, T a, T b, T c, T level, int 
     q = e < q ? e : q;
   }
   return q <= bound;  // NaN inputs: false
+}
+
+template <typename T>
+GSR_HOST_DEVICE bool support_meets_rect(T mx, T my, T a, T b, T c, T level, int x0, int y0,
+                                        int x1, int y1) {
+  T bound;
+  return support_rect_bound(a, b, c, level, &bound) &&
+         support_meets_rect_within(mx, my, a, b, c, bound, x0, y0, x1, y1);
 }
 
 // A Gaussian's support for the tile test, computed once per frame: its mean and conic, ln(255·o)
@@ -93,16 +110,25 @@ template <typename T, class F>
 GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const T* conics,
                                           const T* opacities, int64_t i, int tile_size, int width,
                                           int height, F&& f) {
-  const bool exact = conics != nullptr;
-  Support<T> s{};
-  if (exact)
-    s = make_support<T>(means2d[2 * i], means2d[2 * i + 1], conics[3 * i], conics[3 * i + 1],
-                        conics[3 * i + 2], opacities[i]);
   int64_t n = 0;
+  if (conics == nullptr) {
+    for (int ty = r[1]; ty <= r[3]; ++ty)
+      for (int tx = r[0]; tx <= r[2]; ++tx) f(tx, ty), ++n;
+    return n;
+  }
+  // support_meets_tile, its per-Gaussian part (the support, the bound) hoisted out of the tiles
+  const Support<T> s = make_support<T>(means2d[2 * i], means2d[2 * i + 1], conics[3 * i],
+                                       conics[3 * i + 1], conics[3 * i + 2], opacities[i]);
+  double bound;
+  if (!support_rect_bound<double>(s.a, s.b, s.c, s.level, &bound)) return 0;
   for (int ty = r[1]; ty <= r[3]; ++ty)
-    for (int tx = r[0]; tx <= r[2]; ++tx)
-      if (!exact || support_meets_tile<T>(s, tile_pixels(tx, ty, tile_size, width, height)))
+    for (int tx = r[0]; tx <= r[2]; ++tx) {
+      const PixelBox t = tile_pixels(tx, ty, tile_size, width, height);
+      if (s.box.meets(t.x0, t.y0, t.x1, t.y1) &&
+          support_meets_rect_within<double>(s.mx, s.my, s.a, s.b, s.c, bound, t.x0, t.y0, t.x1,
+                                            t.y1))
         f(tx, ty), ++n;
+    }
   return n;
 }
 
