@@ -141,7 +141,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       s.touched[i] = 1;
       const M on = al != T(0);
       V* part = s.part.data() + size_t(i) * kGradFields;
-      V net;
+      V net{};  // weighted only
       const V v_al = grad[sg].step(al, s.ent_tr[e], w, v_w, V{} + g.phi, &net);
       if (!sorted) part[kGZ] += on ? net * al : V{};
       // AlphaGrad::add as vectors: nothing flows where α was clamped at 0.99

@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       AlphaGrad<T> ag;
       T v_depth = T(0);
       if (valid) {
-        T net;
+        T net = T(0);  // weighted only
         const T v_al = grad.step(alpha, t_before, w, v_w, s.phi[j], &net);
         if (!p.sorted)
           v_depth = net * alpha * depth_weight_dz<T>(p.depths[id], s.phi[j], p.sigma_w, p.beta);
