@@ -98,6 +98,20 @@ PyObject* py_set_validation(PyObject*, PyObject* arg) {
   Py_RETURN_NONE;
 }
 
+PyObject* py_call_validation(PyObject*, PyObject*) {
+  return PyLong_FromLong(gsrender::call_validation());
+}
+
+PyObject* py_set_call_validation(PyObject*, PyObject* arg) {
+  const long v = PyLong_AsLong(arg);
+  if (v == -1 && PyErr_Occurred()) return nullptr;
+  if (v < -1 || v > 1) {
+    PyErr_Format(PyExc_ValueError, "set_call_validation(v): v must be -1, 0 or 1, got %ld", v);
+    return nullptr;
+  }
+  return PyLong_FromLong(gsrender::set_call_validation(static_cast<int>(v)));
+}
+
 PyMethodDef methods[] = {
     {"contract", py_contract, METH_NOARGS,
      "contract() -> dict: the alpha cut (and its reciprocal), alpha clamp and transmittance stop"},
@@ -112,6 +126,10 @@ PyMethodDef methods[] = {
      "validation() -> bool: whether CUDA calls check tensor values (gsrender/validation.h)"},
     {"set_validation", py_set_validation, METH_O,
      "set_validation(on: bool): check tensor values on CUDA too (a host sync per check)"},
+    {"call_validation", py_call_validation, METH_NOARGS,
+     "call_validation() -> int: this thread's per-call override (-1 none, 0 off, 1 on)"},
+    {"set_call_validation", py_set_call_validation, METH_O,
+     "set_call_validation(v: int) -> int: set this thread's override, return the previous one"},
     {"cpu_isa", py_cpu_isa, METH_NOARGS, "cpu_isa() -> str: the ISA the CPU kernels run now"},
     {"cpu_isas", py_cpu_isas, METH_NOARGS,
      "cpu_isas() -> list[str]: the ISAs this CPU runs, best first"},

@@ -9,9 +9,21 @@
 namespace gsrender {
 namespace {
 std::atomic<bool> g_validate{false};
+thread_local int t_call = -1;
 }  // namespace
 
-bool validation_enabled() { return g_validate.load(std::memory_order_relaxed); }
+bool validation_enabled() {
+  return t_call >= 0 ? t_call == 1 : g_validate.load(std::memory_order_relaxed);
+}
+
+int call_validation() { return t_call; }
+
+int set_call_validation(int v) {
+  if (v < -1 || v > 1) throw std::invalid_argument("call validation must be -1, 0 or 1");
+  const int prev = t_call;
+  t_call = v;
+  return prev;
+}
 
 void set_validation(bool on) { g_validate.store(on, std::memory_order_relaxed); }
 

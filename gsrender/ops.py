@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from gsrender import _C  # loads the library: op schemas and kernels
+from gsrender import validate as V
 
 _ops = torch.ops.gsrender
 
@@ -136,12 +137,13 @@ torch.library.register_autograd("gsrender::sh_channels_fwd", _sh_channels_backwa
 # binning (no gradient)
 
 
+@V.per_call
 def bin_tiles(means2d, radii, depths, width: int, height: int, tile_size: int, sort: bool,
-              conics=None, opacities=None):
+              conics=None, opacities=None, *, validate: bool | None = None):
     """-> tile_offsets [C,TH,TW] int32, flatten_ids [M] int32 (c*N + n).
     With conics [C,N,3] and opacities [C,N] (exact binning) a Gaussian is listed only in the tiles
     its α ≥ 1/255 support ellipse meets, not every tile of its radii box: the same images and
-    gradients from every raster op, on shorter lists."""
+    gradients from every raster op, on shorter lists. validate: as rasterize's."""
     return _ops.bin_tiles(means2d, radii, depths, width, height, tile_size, sort, conics, opacities)
 
 
@@ -159,9 +161,11 @@ def _bin_tiles_fake(means2d, radii, depths, width, height, tile_size, sort, coni
 # rasterization
 
 
+@V.per_call
 def rasterize(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids,
               width: int, height: int, tile_size: int, mode: int, weight_params: Sequence[float],
-              precision: str = "auto", deterministic: bool = False):
+              precision: str = "auto", deterministic: bool = False, *,
+              validate: bool | None = None):
     """-> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32, aux [C,H,W], stats [C,3],
     plan [2] int64 (CPU).
     colors [C,N,CH]: every composited channel (render.py packs RGB, the depth z, then the
@@ -169,7 +173,9 @@ def rasterize(means2d, conics, opacities, colors, depths, backgrounds, tile_offs
     sorted mode the final transmittance T_final, weighted mode the normaliser Σw + w_bg.
     precision: one of PRECISIONS; the op plans the forward and backward kernels from it once
     (plan_kernels(plan) names them) and the backward runs the planned one.
-    deterministic: the backward reduces in a fixed order (bitwise-reproducible gradients)."""
+    deterministic: the backward reduces in a fixed order (bitwise-reproducible gradients).
+    validate: on CUDA, check the tile lists' values (a host sync) in this call and its backward
+    (None: the global setting, gsrender.set_validation); the CPU always checks."""
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
     return _ops.rasterize_fwd(means2d, conics, opacities, colors, depths, backgrounds,
@@ -197,6 +203,7 @@ def _rasterize_setup(ctx, inputs, output):
                           backgrounds if backgrounds is not None else means2d.new_empty(0),
                           tile_offsets, flatten_ids, render, alphas, last_ids, aux, plan)
     ctx.args = (width, height, tile_size, mode, list(weight_params))
+    ctx.validate = V.call_setting()  # a validate=True forward validates its backward too
 
 
 def _rasterize_backward(ctx, v_render, v_alphas, v_last_ids, v_aux, v_stats, v_plan):
@@ -205,10 +212,11 @@ def _rasterize_backward(ctx, v_render, v_alphas, v_last_ids, v_aux, v_stats, v_p
     width, height, tile_size, mode, weight_params = ctx.args
     v_render = torch.zeros_like(render) if v_render is None else v_render.contiguous()
     v_alphas = torch.zeros_like(alphas) if v_alphas is None else v_alphas.contiguous()
-    v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds = _ops.rasterize_bwd(
-        means2d, conics, opacities, colors, depths, backgrounds if ctx.has_bg else None,
-        tile_offsets, flatten_ids, width, height, tile_size, mode, weight_params, render, alphas,
-        last_ids, aux, v_render, v_alphas, plan)
+    with V.scope(ctx.validate):
+        v_means2d, v_conics, v_opacities, v_colors, v_depths, v_backgrounds = _ops.rasterize_bwd(
+            means2d, conics, opacities, colors, depths, backgrounds if ctx.has_bg else None,
+            tile_offsets, flatten_ids, width, height, tile_size, mode, weight_params, render,
+            alphas, last_ids, aux, v_render, v_alphas, plan)
     return (v_means2d, v_conics, v_opacities, v_colors, v_depths,
             v_backgrounds if ctx.has_bg else None, None, None, None, None, None, None, None, None,
             None)
@@ -249,11 +257,13 @@ def _sh_channels_bwd_fake(degree, means, campos, coeffs, v_channels):
 # SplitGS-Loc: composition-weight statistics (no gradient)
 
 
+@V.per_call
 def weight_stats(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width: int,
-                 height: int, tile_size: int, tau_s: float, top_k: int):
+                 height: int, tile_size: int, tau_s: float, top_k: int, *,
+                 validate: bool | None = None):
     """Sorted-mode weights w = α·T over C views -> w_sum [N], w_max [N], n_views [N] int32 (views
     with w > tau_s at some pixel), topk_ids [C,H,W,top_k] int32 (-1 = none), topk_weights
-    [C,H,W,top_k] (descending)."""
+    [C,H,W,top_k] (descending). validate: as rasterize's."""
     return _ops.weight_stats(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width,
                              height, tile_size, float(tau_s), int(top_k))
 
@@ -285,14 +295,15 @@ def mask_to_pixels(mask):
     return out
 
 
+@V.per_call
 def contributors(means2d, conics, opacities, depths, tile_offsets, flatten_ids, width: int,
                  height: int, tile_size: int, pixels=None, K_max: int = 32, tau_rel: float = 0.03,
-                 tau_abs: float = 0.0):
+                 tau_abs: float = 0.0, *, validate: bool | None = None):
     """Per-pixel front-to-back contributors and depth clusters (schema comment in
     csrc/gsrender.cpp). pixels: None (every pixel, row-major), [C,P,2] int32 (x, y) or a
     [C,H,W] bool mask (converted with mask_to_pixels).
     -> ids [C,P,K] int32, weights [C,P,K], zs [C,P,K], clusters [C,P,K] int32, counts [C,P]
-    int32, n_render [C,P] int32."""
+    int32, n_render [C,P] int32. validate: as rasterize's (on CUDA, the pixels' range check)."""
     if isinstance(pixels, torch.Tensor) and pixels.dtype == torch.bool:
         if tuple(pixels.shape) != (means2d.shape[0], height, width):
             raise ValueError(f"pixels: a mask must have shape [C,H,W]=({means2d.shape[0]}, "

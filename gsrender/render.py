@@ -87,13 +87,14 @@ def _check_values(scales, quats, opacities, Ks):
         raise ValueError("Ks must have positive focal lengths fx, fy")
 
 
+@V.per_call
 def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
               sh_degree: int | None = None, features=None, backgrounds=None, mode: str = "sorted",
               near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
               antialiased: bool = False, tile_size: int = 16, precision: str = "auto",
               backend: str = "auto", radius_clip: float = 0.0,
               weight_params=DEFAULT_WEIGHT_PARAMS, profile: bool = False,
-              deterministic: bool | None = None) -> RenderOutput:
+              deterministic: bool | None = None, validate: bool | None = None) -> RenderOutput:
     """Renders N Gaussians into C cameras: RGB, expected depth, alpha and D feature channels in one
     pass. Differentiable in means, quats, scales, opacities, colors, features, backgrounds and
     viewmats. See docs/design.md §3 for the conventions; shapes:
@@ -106,6 +107,11 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     instead of with atomics, so gradients are bitwise reproducible (whatever the CPU thread
     count; on CUDA via the exact fp32 scalar backward for every precision). Slower; None follows
     torch.are_deterministic_algorithms_enabled().
+
+    validate: check tensor values (finite, ranges, tile lists consistent) on CUDA in this call and
+    its backward: a host sync per check, for debugging. None follows the global setting
+    (gsrender.set_validation, GSRENDER_VALIDATE; off by default, so a CUDA call makes no host
+    sync but binning's); False turns CUDA checks off for the call. The CPU always checks.
     """
     V.choice(mode, "mode", MODES)
     V.choice(precision, "precision", PRECISIONS)

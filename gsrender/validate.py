@@ -1,6 +1,8 @@
 """Argument checks for the public API: every error names the argument (docs/design.md §8)."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 
 import torch
@@ -39,8 +41,8 @@ def values_checked(device: torch.device) -> bool:
     """Whether to run the checks that read tensor data (finite values, ranges). Shapes, dtypes and
     devices are always checked. On the CPU reading data is free and the checks always run; on CUDA
     each one is a device→host sync that stalls the stream, so they run only under validation
-    (GSRENDER_VALIDATE=1 or set_validation(True); csrc/include/gsrender/validation.h), as the
-    kernels' own binning checks do. Under torch.compile they never run, so the graph has no
+    (GSRENDER_VALIDATE=1 or set_validation(True), or validate=True for one call: scope();
+    csrc/include/gsrender/validation.h), as the kernels' own binning checks do. Under torch.compile they never run, so the graph has no
     data-dependent branches."""
     if torch.compiler.is_compiling():
         return False
@@ -56,8 +58,51 @@ def set_validation(on: bool) -> None:
 
 
 def validation() -> bool:
-    """Whether CUDA calls check tensor values (see set_validation)."""
+    """Whether CUDA calls check tensor values (see set_validation; inside a validate=True or
+    validate=False call, that call's setting)."""
     return _C.validation()
+
+
+class _CallValidation:
+    """Sets this thread's per-call override in _C (validation.h) and restores the previous one."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self):
+        self.prev = _C.set_call_validation(int(self.on))
+
+    def __exit__(self, *exc):
+        _C.set_call_validation(self.prev)
+
+
+def scope(validate: bool | None):
+    """A context in which CUDA value checks follow `validate` (None: the global setting): every
+    check of the call, the Python ones (values_checked) and the C++ ops' (binning consistency,
+    contributors' pixels) alike. The CPU checks values whatever it says. Under torch.compile it is
+    a no-op (no checks run while compiling, see values_checked)."""
+    if validate is not None and not isinstance(validate, bool):
+        raise TypeError(f"validate must be a bool or None, got {type(validate).__name__}")
+    if validate is None or torch.compiler.is_compiling():
+        return contextlib.nullcontext()
+    return _CallValidation(validate)
+
+
+def call_setting() -> bool | None:
+    """This thread's per-call setting (None: none set), for an autograd backward to re-apply
+    what its forward ran under (the backward may run on another thread)."""
+    v = _C.call_validation()
+    return None if v < 0 else v == 1
+
+
+def per_call(fn):
+    """Decorates a public function taking `validate: bool | None = None`: the call runs inside
+    scope(validate)."""
+    @functools.wraps(fn)
+    def wrapper(*args, validate: bool | None = None, **kwargs):
+        with scope(validate):
+            return fn(*args, validate=validate, **kwargs)
+    return wrapper
 
 
 def positive_int(v, name: str, upper: int | None = None) -> int:

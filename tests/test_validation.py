@@ -124,3 +124,141 @@ def test_cuda_checks_values_under_validation():
     means[3, 1] = float("nan")
     with pytest.raises(ValueError, match="means contains NaN"):
         gsrender.rasterize(means, quats, scales, opac, colors, vm, Ks, 32, 24)
+
+
+# ---- per-call validation (validate=...): a per-thread override of the global switch
+
+
+def test_validate_scope_overrides_the_global_switch_and_restores_it(validation_off):
+    from gsrender import validate as V
+    assert _C.call_validation() == -1 and not gsrender.validation()
+    with V.scope(True):
+        assert gsrender.validation() and V.values_checked(torch.device("cuda"))
+        with V.scope(False):  # nested: the inner call's setting, then the outer one's again
+            assert not gsrender.validation()
+        with V.scope(None):  # None follows whatever is in force
+            assert gsrender.validation()
+        assert gsrender.validation()
+    assert _C.call_validation() == -1 and not gsrender.validation()
+    with pytest.raises(RuntimeError, match="boom"), V.scope(True):
+        raise RuntimeError("boom")
+    assert _C.call_validation() == -1  # restored on an error too
+
+
+def test_validate_false_turns_cuda_checks_off_for_one_call():
+    from gsrender import validate as V
+    assert gsrender.validation()  # the suite's global setting
+    with V.scope(False):
+        assert not V.values_checked(torch.device("cuda"))
+        assert V.values_checked(torch.device("cpu"))  # the CPU always checks
+    assert gsrender.validation()
+
+
+@pytest.mark.parametrize("bad", [1, "yes", 0.0])
+def test_validate_takes_a_bool_or_none(bad):
+    means, quats, scales, opac, colors, vm, Ks = _inputs("cpu")
+    with pytest.raises(TypeError, match="validate must be a bool or None"):
+        gsrender.rasterize(means, quats, scales, opac, colors, vm, Ks, 32, 24, validate=bad)
+
+
+def test_cpu_checks_values_whatever_validate_says(validation_off):
+    means, quats, scales, opac, colors, vm, Ks = _inputs("cpu")
+    means[3, 1] = float("nan")
+    for validate in (None, False, True):
+        with pytest.raises(ValueError, match="means contains NaN"):
+            gsrender.rasterize(means, quats, scales, opac, colors, vm, Ks, 32, 24,
+                               validate=validate)
+    assert _C.call_validation() == -1
+
+
+class _BackwardSpy:
+    """torch.ops.gsrender with rasterize_bwd wrapped to record whether values are checked."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __getattr__(self, name):
+        op = getattr(torch.ops.gsrender, name)
+        if name != "rasterize_bwd":
+            return op
+
+        def spy(*args):
+            self.seen.append(gsrender.validation())
+            return op(*args)
+        return spy
+
+
+@pytest.mark.parametrize("validate, expect", [(None, False), (True, True), (False, False)])
+def test_validate_reaches_the_backward(validation_off, monkeypatch, validate, expect):
+    # autograd may run the backward on another thread after the call returned: the forward
+    # records its setting and the backward re-applies it (what the CUDA kernels' binning check
+    # reads; the CPU checks anyway)
+    seen = []
+    monkeypatch.setattr(ops, "_ops", _BackwardSpy(seen))
+    means, quats, scales, opac, colors, vm, Ks = _inputs("cpu")
+    colors.requires_grad_(True)
+    out = gsrender.rasterize(means, quats, scales, opac, colors, vm, Ks, 32, 24,
+                             validate=validate)
+    assert _C.call_validation() == -1 and not gsrender.validation()
+    out.colors.sum().backward()
+    assert seen == [expect]
+    assert colors.grad is not None and colors.grad.abs().sum() > 0
+
+
+def test_ops_take_validate(validation_off):
+    # the raw ops run under the call's setting too (keyword-only)
+    means, quats, scales, opac, colors, vm, Ks = _inputs("cpu")
+    radii, m2d, depths, conics, o2d = ops.project(means, quats, scales, opac, vm, Ks, 32, 24, 0.3,
+                                                  0.01, 1e10, 0.0, False)
+    offs, ids = ops.bin_tiles(m2d, radii, depths, 32, 24, 16, True, validate=True)
+    chans = torch.cat([colors[None], depths[..., None]], -1).contiguous()
+    a = ops.rasterize(m2d, conics, o2d, chans, depths, None, offs, ids, 32, 24, 16, ops.SORTED,
+                      [0.05, 1.0, 1e-3], "auto", False, validate=True)[0]
+    b = ops.rasterize(m2d, conics, o2d, chans, depths, None, offs, ids, 32, 24, 16, ops.SORTED,
+                      [0.05, 1.0, 1e-3])[0]
+    torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same call, only checked
+    ops.weight_stats(m2d, conics, o2d, depths, offs, ids, 32, 24, 16, 0.1, 2, validate=True)
+    ops.contributors(m2d, conics, o2d, depths, offs, ids, 32, 24, 16, K_max=4, validate=False)
+    bad = offs.clone()
+    bad.view(-1)[0] = ids.numel() + 5  # CPU: rejected whatever validate says
+    with pytest.raises(ValueError, match="tile_offsets"):
+        ops.rasterize(m2d, conics, o2d, chans, depths, None, bad, ids, 32, 24, 16, ops.SORTED,
+                      [0.05, 1.0, 1e-3], validate=False)
+    assert _C.call_validation() == -1
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_validate_true_checks_one_call(validation_off):
+    means, quats, scales, opac, colors, vm, Ks = _inputs("cuda")
+    means[3, 1] = float("nan")
+    with pytest.raises(ValueError, match="means contains NaN"):
+        gsrender.rasterize(means, quats, scales, opac, colors, vm, Ks, 32, 24, validate=True)
+    gsrender.rasterize(means, quats, scales, opac, colors, vm, Ks, 32, 24)  # default: unchecked
+    radii, m2d, depths, conics, o2d = ops.project(means.nan_to_num(), quats, scales, opac, vm, Ks,
+                                                  32, 24, 0.3, 0.01, 1e10, 0.0, False)
+    offs, ids = ops.bin_tiles(m2d, radii, depths, 32, 24, 16, True)
+    bad = offs.clone()
+    bad.view(-1)[0] = ids.numel() + 5
+    chans = torch.cat([colors[None], depths[..., None]], -1).contiguous()
+    with pytest.raises(ValueError, match="tile_offsets"):
+        ops.rasterize(m2d, conics, o2d, chans, depths, None, bad, ids, 32, 24, 16, ops.SORTED,
+                      [0.05, 1.0, 1e-3], validate=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_validate_false_call_makes_no_host_sync():
+    # the suite runs with validation on; validate=False turns it off for one call
+    means, quats, scales, opac, colors, vm, Ks = _inputs("cuda")
+    radii, m2d, depths, conics, o2d = ops.project(means, quats, scales, opac, vm, Ks, 32, 24, 0.3,
+                                                  0.01, 1e10, 0.0, False)
+    offs, ids = ops.bin_tiles(m2d, radii, depths, 32, 24, 16, True)
+    chans = torch.cat([colors[None], depths[..., None]], -1).contiguous()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        ops.rasterize(m2d, conics, o2d, chans, depths, None, offs, ids, 32, 24, 16, ops.SORTED,
+                      [0.05, 1.0, 1e-3], validate=False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "gemm.h"
+#include "gsrender/composite.h"
 #include "gsrender/det_reduce.h"
 #include "isa.h"
 #include "raster_tile.h"
@@ -62,15 +63,14 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   const RowSegments<T> seg(s.tile.x0, s.tile.x1, y);
   const int nseg = seg.n;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
-  V acc[kMaxSegments], g_out[kMaxSegments], v_alpha[kMaxSegments],
-      t_final[kMaxSegments];
+  CompositorGrad<V, T> grad[kMaxSegments];
   M last[kMaxSegments];
   int ne[kMaxSegments];
   s.g.assign(size_t(nseg) * kLanes * chp, T(0));
   s.gt.assign(size_t(nseg) * CH, V{});
   for (int sg = 0; sg < nseg; ++sg) {
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
-    acc[sg] = g_out[sg] = v_alpha[sg] = t_final[sg] = V{};
+    grad[sg] = {sorted};
     last[sg] = M{};
     ne[sg] = 0;
     for (int l = 0; l < nvalid; ++l) {
@@ -79,24 +79,15 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       V* gt = s.gt.data() + size_t(sg) * CH;
       const T* vr = io.v_render + pix * CH;
       last[sg][l] = io.last_ids[pix] - start;
-      v_alpha[sg][l] = io.v_alphas[pix];
-      if (sorted) {
-        const T tf = io.aux[pix];
-        T g_bg = 0;
-        for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c], g_bg += bg ? vr[c] * bg[c] : T(0);
-        // suffix-sum seed: the background and alpha-output terms of v_A (docs/design.md §4)
-        t_final[sg][l] = tf;
-        acc[sg][l] = tf * (g_bg - v_alpha[sg][l]);
-        for (int64_t c = 0; c < CH; ++c) s.v_bg[c] += tf * vr[c];
-      } else {
-        t_final[sg][l] = T(1) - io.alphas[pix];
-        const T inv = T(1) / io.aux[pix];
-        const T* out = io.render + pix * CH;
-        T go = 0;
-        for (int64_t c = 0; c < CH; ++c) gp[c] = vr[c] * inv, go += gp[c] * out[c];
-        g_out[sg][l] = go;
-        for (int64_t c = 0; c < CH; ++c) s.v_bg[c] += a.w_bg * gp[c];
+      CompositorGrad<T> pg{sorted};
+      pg.start(io.aux[pix], io.alphas[pix], io.v_alphas[pix]);
+      const T* out = io.render + pix * CH;
+      for (int64_t c = 0; c < CH; ++c) {
+        gp[c] = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
+        s.v_bg[c] += pg.v_bg(vr[c], a.w_bg);
       }
+      pg.seal();
+      grad[sg].set_lane(l, pg);
       for (int64_t c = 0; c < CH; ++c) gt[c][l] = gp[c];
     }
     if (!sorted) last[sg] = seg.inside[sg] & (M{} + s.n);  // weighted: every listed Gaussian
@@ -116,7 +107,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
     const int32_t* list = s.list.data() + sg * cap;
     int32_t end = 0;  // past every lane's last contributor (last = 0 on invalid lanes)
     for (int l = 0; l < kLanes; ++l) end = std::max<int32_t>(end, int32_t(last[sg][l]));
-    V tr = V{} + T(1);
+    Compositor<V, M, T> comp{sorted};
     for (int q = 0; q < count[sg]; ++q) {
       const TileEntry<T>& en = s.tile.kept[list[q]];
       if (en.i >= end) break;
@@ -125,12 +116,11 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], g.my - seg.py);
       const M c = live & (al != T(0));
       const size_t e = sg * cap + ne[sg];  // kept only when some lane contributes
-      s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = tr;
-      s.ent_w[e] = c ? al * (sorted ? tr : V{} + g.phi) : V{};
+      s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = comp.trans;
+      s.ent_w[e] = comp.advance(c, al, V{} + g.phi);
       s.ent_rows[e] = a.colors + static_cast<int64_t>(en.id) * CH;
       s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(en.i) * chp;
       ne[sg] += any_lane(c);
-      tr = c ? tr * (T(1) - al) : tr;
     }
     pair_dots<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
                  s.gt.data() + size_t(sg) * CH, CH, ne[sg]);
@@ -150,17 +140,10 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       const V v_w = s.ent_v_w[e];  // dL/dw per pixel: G·f
       s.touched[i] = 1;
       const M on = al != T(0);
-      const V one_minus = T(1) - al;
-      V v_al;
       V* part = s.part.data() + size_t(i) * kGradFields;
-      if (sorted) {
-        v_al = s.ent_tr[e] * v_w - acc[sg] / one_minus;
-        acc[sg] += w * v_w;
-      } else {
-        const V v_w_net = v_w - g_out[sg];  // d(N/S)/v_w = (f − OUT)/S
-        v_al = v_w_net * g.phi + v_alpha[sg] * t_final[sg] / one_minus;
-        part[kGZ] += on ? v_w_net * al : V{};
-      }
+      V net{};  // weighted only
+      const V v_al = grad[sg].step(al, s.ent_tr[e], w, v_w, V{} + g.phi, &net);
+      if (!sorted) part[kGZ] += on ? net * al : V{};
       // AlphaGrad::add as vectors: nothing flows where α was clamped at 0.99
       if (!(g.opacity > T(0))) continue;
       const M flows = on & (al < T(kAlphaMax));

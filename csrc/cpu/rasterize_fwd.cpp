@@ -59,7 +59,7 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
   for (int sg = 0; sg < seg.n; ++sg) {
     const int32_t* list = s.list.data() + sg * cap;
     const V px = seg.px[sg];
-    V tr = V{} + T(1), wsum{};
+    Compositor<V, M, T> comp{sorted};
     M alive = seg.inside[sg], last = M{} + start;
     int nw = 0;
     int32_t stop_at = n_list;
@@ -68,23 +68,11 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
       const RowGaussian<T>& g = e.g;
       const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - px, g.my - seg.py);
       evals -= alive;  // masks are −1: counts up
-      const M c = alive & (al != T(0));
-      M on;
       V w;
-      if (sorted) {
-        const V next = tr * (T(1) - al);
-        const M stop = c & (next < T(kTransmittanceMin));
-        on = c & ~stop;
-        w = on ? al * tr : V{};
-        tr = on ? next : tr;
-        last = on ? M{} + (start + e.i + 1) : last;
-        alive &= ~stop;
-      } else {
-        on = c;
-        w = c ? al * g.phi : V{};
-        wsum += w;
-        tr = c ? tr * (T(1) - al) : tr;
-      }
+      M stop;
+      const M on = comp.take(alive & (al != T(0)), al, V{} + g.phi, w, stop);
+      if (sorted) last = lane_select(on, M{} + (start + e.i + 1), last);
+      alive = mask_and_not(alive, stop);
       useful -= on;
       // kept only when some lane contributes (the slot is overwritten otherwise)
       W[nw] = w, R[nw] = s.feats.row(list[q], CH);
@@ -104,7 +92,7 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
       if (l >= nvalid) return;
       V b{};
       if (bg) std::memcpy(&b, bg + c, sizeof(V));
-      const V out = sorted ? v + tr[l] * b : (v + a.w_bg * b) / (wsum[l] + a.w_bg);
+      const V out = comp.lane(l).resolve(v, b, a.w_bg);
       std::memcpy(o.render + (pix0 + l) * CH + c, &out, sizeof(V));
     });
     // the last CH mod 8 channels (all of them for RGB + depth) pixel-major
@@ -113,19 +101,11 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
     for (int l = 0; l < nvalid; ++l) {
       const int64_t pix = pix0 + l;
       T* dst = o.render + pix * CH;
-      const T t = tr[l];
-      if (sorted) {
-        for (int64_t c = c_vec; c < CH; ++c) dst[c] = acc[c][l] + (bg ? t * bg[c] : T(0));
-        o.aux[pix] = t;
-        o.last_ids[pix] = static_cast<int32_t>(last[l]);
-      } else {
-        const T denom = wsum[l] + a.w_bg;
-        for (int64_t c = c_vec; c < CH; ++c)
-          dst[c] = (acc[c][l] + (bg ? a.w_bg * bg[c] : T(0))) / denom;
-        o.aux[pix] = denom;
-        o.last_ids[pix] = start + n_list;
-      }
-      o.alphas[pix] = T(1) - t;
+      const Compositor<T> pc = comp.lane(l);
+      for (int64_t c = c_vec; c < CH; ++c) dst[c] = pc.resolve(acc[c][l], bg ? bg[c] : T(0), a.w_bg);
+      o.aux[pix] = pc.aux(a.w_bg);
+      o.last_ids[pix] = sorted ? static_cast<int32_t>(last[l]) : start + n_list;
+      o.alphas[pix] = T(1) - pc.trans;
     }
   }
   for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];

@@ -2,16 +2,11 @@
 // kScalarDet backward; f16/bf16 forwards take the Tensor Core backward of rasterize_mma_bwd.cu,
 // gsrender/raster_plan.h): one block per tile, one
 // thread per pixel, the tile's list walked back to front from the block's largest last_ids in
-// shared-memory batches. The gradient formulas are those of csrc/cpu/rasterize_bwd.cpp:
-//   sorted:   v_α_k = T_k·v_w_k − S_k/(1 − α_k), S carried back to front, seeded with
-//             T_final·(G·bg − v_alpha), then S += w_k·v_w_k;
-//   weighted: g = v_render / (Σw + w_bg), v_α_k = (v_w_k − g·OUT)·φ_k + v_alpha·T_final/(1 − α_k),
-//             v_depth_k = (v_w_k − g·OUT)·α_k·φ'(z_k),
-// with v_w_k = g·f_k and v_colors_k += w_k·g, then AlphaGrad (gsrender/alpha.h) to the 2D
-// parameters. The transmittance before each Gaussian is recovered by division,
-// T_k = T_{k+1} / (1 − α_k) starting from T_final (3DGS's choice: one pass, no forward replay;
-// α ≤ 0.99 keeps each division well conditioned, and the CPU replays the forward instead, which
-// agrees to rounding). Per-Gaussian sums are reduced over each warp (__shfl_down_sync) and added
+// shared-memory batches. The gradient recurrences are CompositorGrad's (gsrender/composite.h),
+// the CPU backward's too, with v_w_k = g·f_k and v_colors_k += w_k·g, then AlphaGrad
+// (gsrender/alpha.h) to the 2D parameters. The transmittance before each Gaussian is recovered
+// by division, T_k = T_{k+1} / (1 − α_k) starting from T_final (CompositorGrad::recover, 3DGS's
+// choice: one pass, no forward replay; composite.h says why the CPU replays instead). Per-Gaussian sums are reduced over each warp (__shfl_down_sync) and added
 // with one atomicAdd per warp; a warp skips a Gaussian none of its pixels uses.
 // deterministic=true (kScalarDet, gsrender/det_reduce.h) runs this kernel for every precision
 // (the exact fp32 backward; the Tensor Core one is not used) with the block's sums written to one part row per
@@ -20,6 +15,7 @@
 #include <algorithm>
 #include <cub/cub.cuh>
 
+#include "gsrender/composite.h"
 #include "gsrender/det_pass.h"
 #include "gsrender/launch/rasterize.h"
 #include "raster_common.cuh"
@@ -79,42 +75,33 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int64_t CH = p.CH;
   const T* bg = p.backgrounds ? p.backgrounds + run.cam * CH : nullptr;
 
-  // Per-pixel state. g = scale·v_render is the gradient of the normalised output: scale 1 when
-  // sorted, 1/(Σw + w_bg) when weighted.
+  // Per-pixel state (gsrender/composite.h, CompositorGrad; all zero outside the image).
+  // g = grad.scale·v_render is the gradient of the normalised output.
   int32_t last = run.start;
-  T t_final = T(0), tr = T(0), acc = T(0), v_alpha = T(0), scale = T(0), g_out = T(0);
+  CompositorGrad<T> grad{p.sorted};
   const T* vr = nullptr;
   if (px.inside) {
     last = io.last_ids[px.pix];
-    v_alpha = io.v_alphas[px.pix];
     vr = io.v_render + px.pix * CH;
-    if (p.sorted) {
-      t_final = io.aux[px.pix];
-      tr = t_final;
-      scale = T(1);
-      T g_bg = T(0);
-      if (bg)
-        for (int64_t c = 0; c < CH; ++c) g_bg += vr[c] * bg[c];
-      acc = t_final * (g_bg - v_alpha);  // suffix-sum seed: background and alpha-output terms
-    } else {
-      t_final = T(1) - io.alphas[px.pix];
-      scale = T(1) / io.aux[px.pix];
-      const T* out = io.render + px.pix * CH;
-      for (int64_t c = 0; c < CH; ++c) g_out += vr[c] * scale * out[c];
-    }
+    grad.start(io.aux[px.pix], io.alphas[px.pix], io.v_alphas[px.pix]);
+    const T* out = p.sorted ? nullptr : io.render + px.pix * CH;
+    if (out || bg)  // sorted without a background: the seed's channel terms are 0
+      for (int64_t c = 0; c < CH; ++c)
+        grad.channel(vr[c], bg ? bg[c] : T(0), out ? out[c] : T(0));
+    grad.seal();
   }
 
   if (bg) {  // v_backgrounds: sorted T_final·v_render, weighted w_bg·g
-    const T k = p.sorted ? t_final : p.w_bg * scale;
     if constexpr (kDet) {
       if (det.ps.first) {
         BlockRow<T> r{red, det.bg_part + int64_t(blockIdx.x) * CH};
-        for (int64_t c = 0; c < CH; ++c) r.put(px.inside ? k * vr[c] : T(0));
+        for (int64_t c = 0; c < CH; ++c) r.put(px.inside ? grad.v_bg(vr[c], p.w_bg) : T(0));
         r.flush();
       }
     } else {
       T* vbg = io.v_backgrounds + run.cam * CH;
-      for (int64_t c = 0; c < CH; ++c) warp_add(vbg + c, px.inside ? k * vr[c] : T(0));
+      for (int64_t c = 0; c < CH; ++c)
+        warp_add(vbg + c, px.inside ? grad.v_bg(vr[c], p.w_bg) : T(0));
     }
   }
 
@@ -147,38 +134,27 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         if (!__any_sync(0xffffffffu, valid)) continue;  // warp-uniform
       }
       const int64_t id = s.id[j];
-      const T om = T(1) - alpha;
       T w = T(0), t_before = T(0);
       if (valid) {
-        if (p.sorted) {
-          t_before = tr / om;
-          w = alpha * t_before;
-        } else {
-          w = alpha * s.phi[j];
-        }
+        if (p.sorted) t_before = grad.recover(alpha);  // T divided out back to front
+        w = alpha * (p.sorted ? t_before : s.phi[j]);
       }
       // One pass over the channels: v_W = g·f, and the warp's share of v_colors += w·g.
       const T* f = p.colors + id * CH;
       T* vc = io.v_colors + id * CH;
       T v_w = T(0);
       for (int64_t c = 0; c < CH; ++c) {
-        const T gc = px.inside ? vr[c] * scale : T(0);
+        const T gc = px.inside ? vr[c] * grad.scale : T(0);
         v_w += gc * f[c];
         if constexpr (!kDet) warp_add(vc + c, w * gc);
       }
       AlphaGrad<T> ag;
       T v_depth = T(0);
       if (valid) {
-        T v_al;
-        if (p.sorted) {
-          v_al = t_before * v_w - acc / om;
-          acc += w * v_w;
-          tr = t_before;
-        } else {
-          const T v_w_net = v_w - g_out;  // ∂(N/S)/∂w = (f − OUT)/S, with g already divided by S
-          v_al = v_w_net * s.phi[j] + v_alpha * t_final / om;
-          v_depth = v_w_net * alpha * depth_weight_dz<T>(p.depths[id], s.phi[j], p.sigma_w, p.beta);
-        }
+        T net = T(0);  // weighted only
+        const T v_al = grad.step(alpha, t_before, w, v_w, s.phi[j], &net);
+        if (!p.sorted)
+          v_depth = net * alpha * depth_weight_dz<T>(p.depths[id], s.phi[j], p.sigma_w, p.beta);
         ag.add(v_al, alpha, s.opacity[j], s.a[j], s.b[j], s.c[j], dx, dy);
       }
       if constexpr (kDet) {  // fields in DetField order, then the pass's channels
@@ -187,7 +163,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         r.put(ag.v_a), r.put(ag.v_b), r.put(ag.v_c);
         r.put(ag.v_opacity), r.put(v_depth);
         for (int64_t c = det.ps.c0; c < det.ps.c0 + det.ps.nc; ++c)
-          r.put(px.inside ? w * (vr[c] * scale) : T(0));  // w·g as the default path
+          r.put(px.inside ? w * (vr[c] * grad.scale) : T(0));  // w·g as the default path
         r.flush();
       } else {
         warp_add(io.v_means2d + 2 * id, ag.v_mean_x);

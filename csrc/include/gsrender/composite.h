@@ -1,53 +1,173 @@
-// The compositing rule (docs/design.md §3) as one type: every scalar front-to-back pixel walk —
-// the scalar forward, weight_stats and the contributor walk, CPU and CUDA — feeds it the α of its
-// pairs in list order, so they cannot disagree on the weights, the 3DGS stop or the background
-// epilogue.
+// The compositing rule (docs/design.md §3) as one type: every front-to-back pixel walk — the
+// scalar forward, weight_stats and the contributor walk (CPU and CUDA), and the CPU row walks of
+// the forward and the backward replay, eight pixels a vector — feeds it the α of its pairs in
+// list order, so they cannot disagree on the weights, the 3DGS stop or the background epilogue.
 //   sorted (3DGS):       w = α·T, T ← T·(1 − α); the pixel stops for good at the first pair whose
 //                        T·(1 − α) would fall below kTransmittanceMin, and that pair is excluded;
 //   weighted (sort-free): w = α·φ(z), Σw += w, T ← T·(1 − α); it never stops.
 //   colour = sorted ? Σ w·f + T·bg : (Σ w·f + w_bg·bg) / (Σw + w_bg); aux = T or Σw + w_bg.
-// The Tensor Core kernels evaluate the same rule sixteen pairs at a time with quad scans
-// (mma::row_weights, whose comment argues why its stop is this one).
+// Compositor<V, M, S> runs on lanes: V the value type, M its mask, S the scalar. One pixel is
+// Compositor<T> (V = S = T, M = bool); the CPU row walk is Compositor<V, M, T> on the 8-pixel
+// vectors of cpu/lanes.h (GCC vector extensions: comparisons give 0/−1 lane masks and `m ? a : b`
+// selects per lane), so the same take/resolve/aux code serves both.
+// CompositorGrad below holds the backward's recurrences. The Tensor Core kernels evaluate the same
+// rule sixteen pairs at a time with quad scans (mma::row_weights, whose comment argues why its
+// stop is this one) and their backward calls CompositorGrad's per-pair steps.
 #pragma once
+#include <type_traits>
+
 #include "gsrender/common.h"
 
 namespace gsrender {
 
-template <typename T>
+// Per-lane select and a ∧ ¬b, for bool masks and for vector masks.
+template <typename M, typename V>
+GSR_HOST_DEVICE V lane_select(const M& m, const V& a, const V& b) {
+  return m ? a : b;
+}
+template <typename M>
+GSR_HOST_DEVICE M mask_and_not(const M& a, const M& b) {
+  if constexpr (std::is_same_v<M, bool>)
+    return a && !b;
+  else
+    return a & ~b;
+}
+
+template <typename V, typename M = bool, typename S = V>
 struct Compositor {
   bool sorted;
-  T trans = T(1);  // sorted: the transmittance T; weighted: Π(1 − α)
-  T wsum = T(0);   // weighted: Σ α·φ
+  V trans = V{} + S(1);  // sorted: the transmittance T; weighted: Π(1 − α)
+  V wsum = V{};          // weighted: Σ α·φ
 
-  // Sorted mode's stop: a pair with this α would take T below kTransmittanceMin.
-  GSR_HOST_DEVICE bool crosses_stop(T alpha) const {
-    return trans * (T(1) - alpha) < T(kTransmittanceMin);
+  // Sorted mode's stop: the lanes where a pair with this α would take T below kTransmittanceMin.
+  GSR_HOST_DEVICE M crosses_stop(const V& alpha) const {
+    return trans * (S(1) - alpha) < S(kTransmittanceMin);
   }
-  // w = α·T and T ← T·(1 − α), with no stop (the contributor walk goes on past it).
-  GSR_HOST_DEVICE T advance(T alpha) {
-    const T w = alpha * trans;
-    trans *= T(1) - alpha;
+  // The pair's weight on the lanes `live` (0 elsewhere), T advanced there, with no stop: the
+  // backward's replay of pairs the forward kept, and the contributor walk, which goes on past it.
+  GSR_HOST_DEVICE V advance(const M& live, const V& alpha, const V& phi) {
+    const V w = lane_select(live, alpha * (sorted ? trans : phi), V{});
+    if (!sorted) wsum += w;
+    trans = lane_select(live, trans * (S(1) - alpha), trans);
     return w;
   }
-  // The weight of the next pair (α > 0, φ its depth weight, unused when sorted). Returns false,
-  // leaving the state as it was, when the pixel stops at this pair.
-  GSR_HOST_DEVICE bool take(T alpha, T phi, T* w) {
-    if (sorted) {
-      if (crosses_stop(alpha)) return false;
-      *w = advance(alpha);
-      return true;
-    }
-    *w = alpha * phi;
-    wsum += *w;
-    trans *= T(1) - alpha;
-    return true;
+  // The next pair on the lanes `live` (where its α > 0; φ its depth weight, unused when sorted).
+  // Returns the lanes it contributes on, with w its weight there (0 elsewhere); `stop` gets the
+  // lanes whose pixel stops at this pair (sorted mode), where the state stays as it was.
+  GSR_HOST_DEVICE M take(const M& live, const V& alpha, const V& phi, V& w, M& stop) {
+    stop = sorted ? M(live & crosses_stop(alpha)) : M{};
+    const M on = mask_and_not(live, stop);
+    w = advance(on, alpha, phi);
+    return on;
   }
-  // The output of a channel from its accumulated Σ w·f and background value.
-  GSR_HOST_DEVICE T resolve(T acc, T bg, T w_bg) const {
+  // One pixel (V = S): the weight of its next pair (α > 0) in *w, or false, leaving the state as
+  // it was, when the pixel stops at this pair.
+  GSR_HOST_DEVICE bool take(S alpha, S phi, S* w) {
+    M stop;
+    take(true, alpha, phi, *w, stop);
+    return !stop;
+  }
+  GSR_HOST_DEVICE S advance(S alpha) { return advance(true, alpha, S(0)); }
+  // Lane l of a vector compositor as a one-pixel one.
+  GSR_HOST_DEVICE Compositor<S, bool, S> lane(int l) const { return {sorted, trans[l], wsum[l]}; }
+
+  // The output of a channel (or, one pixel, a vector of its channels) from its accumulated Σ w·f
+  // and background value.
+  template <typename A>
+  GSR_HOST_DEVICE A resolve(const A& acc, const A& bg, S w_bg) const {
     return sorted ? acc + trans * bg : (acc + w_bg * bg) / (wsum + w_bg);
   }
   // What the backward needs besides the output: T_final (sorted) or Σw + w_bg (weighted).
-  GSR_HOST_DEVICE T aux(T w_bg) const { return sorted ? trans : wsum + w_bg; }
+  GSR_HOST_DEVICE V aux(S w_bg) const { return sorted ? trans : wsum + w_bg; }
+};
+
+// The backward of the rule (docs/design.md §4), one pixel per lane, its contributing pairs walked
+// back to front. g = scale·v_render is the gradient of Σ w·f (scale 1 sorted, 1/(Σw + w_bg)
+// weighted), v_w_k = g·f_k the gradient of pair k's weight.
+//   sorted:   S = T_final·(g·bg − v_alpha) + Σ_{j>k} w_j·v_w_j, carried back to front;
+//             v_α_k = T_k·v_w_k − S/(1 − α_k), then S += w_k·v_w_k;   v_bg = T_final·v_render;
+//   weighted: net_k = v_w_k − g·OUT (∂(N/D)/∂w_k with g already divided by D);
+//             v_α_k = net_k·φ_k + v_alpha·T_final/(1 − α_k), v_z_k = net_k·α_k·φ'(z_k);
+//             v_bg = w_bg·g;
+// with v_alpha the gradient of the alphas output (1 − T_final) and T_k the transmittance before
+// pair k. How T_k is recovered differs by backend, on purpose:
+//   CPU:  replayed front to back (Compositor::advance over the same pairs): the forward's own
+//         products, so T_k is exact. The row walk keeps every segment's pairs anyway (it needs
+//         them front to back for the v_W = G·F and v_F = Wᵀ·G products), so the replay is free.
+//   CUDA: divided out back to front, T_k = T_{k+1}/(1 − α_k) from T_final (recover()), as 3DGS
+//         and gsplat do: one pass down the list from each pixel's last contributor, no per-pair
+//         storage in a thread. α ≤ kAlphaMax = 0.99 keeps each division within a few ulps; the
+//         relative error grows with the number of pairs only linearly (a few 1e-6 over
+//         hundreds of pairs in float32), and the tests compare both to the float64 oracle.
+//   Tensor Core backward: T_k = w_k/α_k, its suffix sums by quad scans running front to back
+//         from S_total = g·OUT − T_final·v_alpha (mma::row_suffix_sums); the per-pair v_α are
+//         sorted_v_alpha / weighted_v_alpha below.
+template <typename V, typename S = V>
+struct CompositorGrad {
+  bool sorted;
+  V t_final{};      // T after the last pair (sorted: aux; weighted: 1 − alphas)
+  V v_alpha_out{};  // dL/d alphas
+  V scale{};        // g = scale·v_render
+  V s{};            // sorted: the suffix sum S; weighted: g·OUT
+  V trans{};        // the CUDA walk's T, divided out back to front (recover)
+
+  // v_α of one pair from its T_k, α, gradient v_w of its weight and the suffix sum S after it.
+  GSR_HOST_DEVICE static V sorted_v_alpha(const V& t_before, const V& alpha, const V& v_w,
+                                         const V& s_after) {
+    return t_before * v_w - s_after / (S(1) - alpha);
+  }
+  GSR_HOST_DEVICE static V weighted_v_alpha(const V& net, const V& phi, const V& alpha,
+                                           const V& v_alpha_out, const V& t_final) {
+    return net * phi + v_alpha_out * t_final / (S(1) - alpha);
+  }
+
+  // One pixel (V = S): the state from the forward's aux and alphas outputs and dL/d alphas;
+  // then channel() for each channel, then seal().
+  GSR_HOST_DEVICE void start(S aux, S alpha_out, S v_alpha) {
+    t_final = sorted ? aux : S(1) - alpha_out;
+    scale = sorted ? S(1) : S(1) / aux;
+    v_alpha_out = v_alpha;
+    s = S(0);
+    trans = t_final;
+  }
+  // Channel c of the pixel (upstream v_render, background bg, 0 without one; forward output
+  // out): its share of the seed, and g_c.
+  GSR_HOST_DEVICE S channel(S v_render, S bg, S out) {
+    const S g = v_render * scale;
+    s += sorted ? v_render * bg : g * out;
+    return g;
+  }
+  // Sorted: the suffix sum's seed, the background and alpha-output terms of v_α.
+  GSR_HOST_DEVICE void seal() {
+    if (sorted) s = t_final * (s - v_alpha_out);
+  }
+  // dL/d bg of channel c from this pixel.
+  GSR_HOST_DEVICE S v_bg(S v_render, S w_bg) const {
+    return sorted ? t_final * v_render : w_bg * (v_render * scale);
+  }
+  // Lane l of a vector state from a one-pixel one.
+  GSR_HOST_DEVICE void set_lane(int l, const CompositorGrad<S>& p) {
+    t_final[l] = p.t_final, v_alpha_out[l] = p.v_alpha_out, scale[l] = p.scale, s[l] = p.s;
+    trans[l] = p.trans;
+  }
+
+  // The CUDA walk's T_k from T_{k+1} (see above).
+  GSR_HOST_DEVICE V recover(const V& alpha) {
+    trans = trans / (S(1) - alpha);
+    return trans;
+  }
+  // Pair k, back to front, with α, T_k, weight w and v_w (lanes where it does not contribute
+  // come with α = w = 0 and are masked by the caller). Returns v_α_k; weighted, *net = net_k.
+  GSR_HOST_DEVICE V step(const V& alpha, const V& t_before, const V& w, const V& v_w,
+                         const V& phi, V* net) {
+    if (sorted) {
+      const V v_al = sorted_v_alpha(t_before, alpha, v_w, s);
+      s += w * v_w;
+      return v_al;
+    }
+    *net = v_w - s;
+    return weighted_v_alpha(*net, phi, alpha, v_alpha_out, t_final);
+  }
 };
 
 }  // namespace gsrender

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "gsrender/alpha.h"
+#include "gsrender/composite.h"
 #include "gsrender/mma_fragments.h"
 
 namespace gsrender {
@@ -105,15 +106,16 @@ GSR_UNROLL
   run_s = run_s - total;
 }
 
-// v_α of one contributing pair (w > 0). Sorted: T_k·v_w_k − S_k/(1 − α_k) with T_k = w/α.
+// v_α of one contributing pair (w > 0), CompositorGrad's step (gsrender/composite.h). Sorted:
+// T_k·v_w_k − S_k/(1 − α_k) with T_k = w/α.
 template <typename T>
 GSR_HOST_DEVICE T v_alpha_sorted(T w, T alpha, T v_wp, T s_after) {
-  return (w / alpha) * v_wp - s_after / (T(1) - alpha);
+  return CompositorGrad<T>::sorted_v_alpha(w / alpha, alpha, v_wp, s_after);
 }
 // Weighted: net = g·f_k − g·OUT; v_α = net·φ_k + v_α·T_final/(1 − α_k).
 template <typename T>
 GSR_HOST_DEVICE T v_alpha_weighted(T net, T phi, T alpha, T v_alpha_out, T t_final) {
-  return net * phi + v_alpha_out * t_final / (T(1) - alpha);
+  return CompositorGrad<T>::weighted_v_alpha(net, phi, alpha, v_alpha_out, t_final);
 }
 
 // ---------------------------------------------------------------------------- column reduction
