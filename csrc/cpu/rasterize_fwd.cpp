@@ -86,10 +86,12 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
         tr = c ? tr * (T(1) - al) : tr;
       }
       useful -= on;
-      // kept only when some lane contributes (the slot is overwritten otherwise)
+      // kept only when some lane contributes (the slot is overwritten otherwise); one fold
+      // answers both "some lane on" (bit 0) and "some lane alive" (bit 1)
+      const uint32_t any = lane_bits((on & 1) | (alive & 2));
       W[nw] = w, R[nw] = s.feats.row(list[q], CH);
-      nw += any_lane(on);
-      if (sorted && !any_lane(alive)) {
+      nw += any & 1;
+      if (sorted && !(any & 2)) {
         stop_at = e.i + 1;
         break;
       }

@@ -152,7 +152,7 @@ struct TileRows {
     row_start.assign(n_rows + 1, 0);
     for (int32_t i = 0; i < n; ++i) {
       // The list is in depth order, so gs is read at random: fetch ahead of the test.
-      constexpr int kAhead = 8;
+      constexpr int kAhead = 12;
       if (i + kAhead < n) {
         const char* p = reinterpret_cast<const char*>(gs + ids[i + kAhead]);
         __builtin_prefetch(p), __builtin_prefetch(p + sizeof(RowGaussian<T>) - 1);
@@ -170,12 +170,17 @@ struct TileRows {
       if (prefetch_features) prefetch_feature_row(a, ids[i]);
     }
     for (int r = 0; r < n_rows; ++r) row_start[r + 1] += row_start[r];
-    items.resize(row_start[n_rows]), masks.resize(row_start[n_rows]);
+    // Branch-free fill: a row the Gaussian misses writes to a spare slot past the end.
+    const int32_t spare = row_start[n_rows];
+    items.resize(spare + 1), masks.resize(spare + 1);
     row_fill.assign(row_start.begin(), row_start.end() - 1);
     const uint32_t* m = cross.data();
     for (size_t k = 0; k < kept.size(); ++k)
-      for (int r = span[2 * k]; r <= span[2 * k + 1]; ++r, ++m)
-        if (*m) items[row_fill[r]] = int32_t(k), masks[row_fill[r]++] = *m;
+      for (int r = span[2 * k]; r <= span[2 * k + 1]; ++r, ++m) {
+        const int32_t at = *m ? row_fill[r] : spare;
+        items[at] = int32_t(k), masks[at] = *m;
+        row_fill[r] += *m != 0;
+      }
   }
 
   static void prefetch_feature_row(const RasterArgs<T>& a, int32_t id) {
@@ -225,7 +230,8 @@ struct TileFeatures {
     using V = typename Lanes<T>::V;
     const size_t n = tr.kept.size(), CH = size_t(a.CH), n_vec = CH / kLanes;
     if (rows.size() < n * CH) rows.resize(n * CH);
-    constexpr size_t kAhead = 4;
+    // about 16 lines in flight (narrow rows, RGB: one line each, 16 rows ahead)
+    const size_t lines = (CH * sizeof(T) + 63) / 64, kAhead = std::max<size_t>(4, 16 / lines);
     for (size_t k = 0; k < n; ++k) {
       if (k + kAhead < n) TileRows<T>::prefetch_feature_row(a, tr.kept[k + kAhead].id);
       const T* src = a.colors + int64_t(tr.kept[k].id) * a.CH;
