@@ -54,10 +54,10 @@ __attribute__((always_inline)) inline u64x4 fold_halves(const u64x8& v) {
   return __builtin_shufflevector(v, v, 0, 1, 2, 3) | __builtin_shufflevector(v, v, 4, 5, 6, 7);
 }
 
-// Any lane of a mask set: its halves OR-ed together in vector registers down to 128 bits, then
-// its two 64-bit words (no target-specific movemask; one extract fewer per half folded).
+// The OR of m's lanes: its halves OR-ed together in vector registers down to 128 bits, then its
+// two 64-bit words (no target-specific movemask; one extract fewer per half folded).
 template <typename M>
-__attribute__((always_inline)) inline bool any_lane(const M& m) {
+__attribute__((always_inline)) inline uint64_t fold_lanes(const M& m) {
   static_assert(sizeof(M) == 32 || sizeof(M) == 64, "8 lanes of 32 or 64 bits");
   u64x2 x;
   if constexpr (sizeof(M) == 32) {
@@ -69,7 +69,21 @@ __attribute__((always_inline)) inline bool any_lane(const M& m) {
     std::memcpy(&u, &m, sizeof(M));
     x = fold_halves(fold_halves(u));
   }
-  return (x[0] | x[1]) != 0;
+  return x[0] | x[1];
+}
+
+// Any lane of a mask set.
+template <typename M>
+__attribute__((always_inline)) inline bool any_lane(const M& m) {
+  return fold_lanes(m) != 0;
+}
+
+// The bits set in some lane of m, as an integer: any_lane of several masks at once, one fold
+// for all, when each mask is first reduced to its own bit (m & bit; bits 0–31).
+template <typename M>
+__attribute__((always_inline)) inline uint32_t lane_bits(const M& m) {
+  const uint64_t w = fold_lanes(m);
+  return uint32_t(w | (w >> 32));
 }
 
 // Whether any of m's lanes 0–3 (lo) and any of its lanes 4–7 (hi) is set: a segment's two

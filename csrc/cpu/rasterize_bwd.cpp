@@ -102,7 +102,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   // up to the segment's last contributor (the buckets are in list order); then, over all its
   // contributing pairs, dL/dw = G·f and v_F += Wᵀ·G as register-blocked products (gemm.h).
   int count[kMaxSegments];
-  seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
+  seg.bucket(s.tile, y - s.tile.y0, s.list.data(), cap, count);
   for (int sg = 0; sg < nseg; ++sg) {
     const int32_t* list = s.list.data() + sg * cap;
     int32_t end = 0;  // past every lane's last contributor (last = 0 on invalid lanes)

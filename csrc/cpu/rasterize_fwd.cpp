@@ -36,20 +36,20 @@ struct FwdScratch {
 // saturate; then OUT = Wᵀ·F as register-blocked GEMM over its contributing Gaussians only, and
 // the pixels' outputs.
 template <typename T>
-void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int32_t start,
-                int32_t n_list, const int32_t* items, int n_items, FwdScratch<T>& s,
-                const FwdOut<T>& o) {
+void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32_t n_list,
+                FwdScratch<T>& s, const FwdOut<T>& o) {
   using V = typename Lanes<T>::V;
   using M = typename Lanes<T>::M;
   const int64_t CH = a.CH, n_vec = CH / kLanes, c_vec = n_vec * kLanes;
   const bool sorted = a.sorted;
-  const RowSegments<T> seg(x0, x1, y);
-  const size_t cap = static_cast<size_t>(n_items);
+  const int y = s.tile.y0 + r;
+  const RowSegments<T> seg(s.tile.x0, s.tile.x1, y);
+  const size_t cap = static_cast<size_t>(s.tile.row_start[r + 1] - s.tile.row_start[r]);
   if (s.list.size() < seg.n * cap) s.list.resize(seg.n * cap);
   if (s.w.size() < cap) s.w.resize(cap), s.rows.resize(cap), s.halves.resize(2 * cap);
   int32_t* const halves[2] = {s.halves.data(), s.halves.data() + cap};
   int count[kMaxSegments];
-  seg.bucket(s.tile.kept.data(), items, n_items, s.list.data(), cap, count);
+  seg.bucket(s.tile, r, s.list.data(), cap, count);
   const TileEntry<T>* kept = s.tile.kept.data();
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
   V* acc = s.acc.data();
@@ -74,10 +74,12 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int x0, int x1, int y, int3
       if (sorted) last = lane_select(on, M{} + (start + e.i + 1), last);
       alive = mask_and_not(alive, stop);
       useful -= on;
-      // kept only when some lane contributes (the slot is overwritten otherwise)
+      // kept only when some lane contributes (the slot is overwritten otherwise); one fold
+      // answers both "some lane on" (bit 0) and "some lane alive" (bit 1)
+      const uint32_t any = lane_bits((on & 1) | (alive & 2));
       W[nw] = w, R[nw] = s.feats.row(list[q], CH);
-      nw += any_lane(on);
-      if (sorted && !any_lane(alive)) {
+      nw += any & 1;
+      if (sorted && !(any & 2)) {
         stop_at = e.i + 1;
         break;
       }
@@ -119,11 +121,7 @@ void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, 
   TileRows<T>& tr = s.tile;
   tr.build(a, gs, tx, ty, start, end, /*prefetch_features=*/false);
   s.feats.gather(a, tr);
-  const int n_rows = tr.y1 - tr.y0 + 1;
-  const std::vector<int32_t>& row_start = tr.row_start;
-  for (int r = 0; r < n_rows; ++r)
-    render_row(a, cam, tr.x0, tr.x1, tr.y0 + r, start, end - start,
-               tr.items.data() + row_start[r], row_start[r + 1] - row_start[r], s, o);
+  for (int r = 0; r <= tr.y1 - tr.y0; ++r) render_row(a, cam, r, start, end - start, s, o);
 }
 
 // The 3DGS/gsplat-style baseline: one pixel at a time over the whole tile list, channel loop

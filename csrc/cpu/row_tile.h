@@ -22,24 +22,53 @@ constexpr int kMaxSegments = 256 / kLanes;  // 8-pixel row segments per tile row
 
 // One Gaussian as the row rasterizer reads it, computed once per frame (not per tile pair): its
 // support (gsrender/support_ellipse.h: mean, conic, ln(255·o), the pixels it can reach with
-// α ≥ 1/255), opacity and the weighted mode's depth weight φ(z).
+// α ≥ 1/255), opacity and the weighted mode's depth weight φ(z). (64 bytes at float: one
+// Gaussian is one cache line's worth of the tile set-up's random reads.)
 template <typename T>
 struct RowGaussian : Support<T> {
   T opacity, phi;
-  // Its support on one image row: dᵀQd ≤ support_bound at dx = k·dy ± sqrt(r0 − r1·dy²), the
-  // pixel-centre x where the tile test's ellipse crosses the row (r0 < 0: no pixel contributes).
-  double k, r0, r1;
+  double bound;  // support_bound: the tile test's bound on dᵀQd, −∞ when no pixel contributes
 };
 
-// The rows' support interval constants of g (RowGaussian::k, r0, r1), in double as the tile test.
+// RowGaussian::bound, in double as the tile test.
 template <typename T>
 void set_row_support(RowGaussian<T>& g) {
-  const double a = g.a, b = g.b, c = g.c, det = std::fma(a, c, -(b * b));
-  g.k = 0, g.r0 = -1, g.r1 = 0;
+  const double a = g.a, c = g.c, det = std::fma(a, c, -(double(g.b) * g.b));
+  g.bound = -INFINITY;
   if (!(g.level > 0) || !(det > 0) || !(a > 0)) return;  // support_meets_rect: no pixel
-  g.k = b / a, g.r0 = support_bound(a, c, det, g.level) / a, g.r1 = det / (a * a);
+  g.bound = support_bound(a, c, det, g.level);
 }
 
+// The row segments of rows y .. y + n − 1 (pixels [x0, x1], 8-pixel segments from x0) that g's
+// support ellipse crosses: bit sg of out[j] is set when dᵀQd ≤ bound somewhere on row y + j's
+// pixel-centre interval of segment sg inside g's support box (the clamped parabola vertex of
+// support_edge_min, continuous in x, so it never misses a pixel centre the tile test and the
+// kernels would light; a segment whose bit is clear has no lane with α ≥ 1/255). Four rows at a
+// time in double vectors: no square root, no branch per row.
+template <typename T>
+void row_masks(const RowGaussian<T>& g, int x0, int x1, int y, int n, uint32_t* out) {
+  typedef double d4 __attribute__((vector_size(32)));
+  typedef int64_t l4 __attribute__((vector_size(32)));
+  const double a = g.a, b2 = 2.0 * double(g.b), c = g.c, mx = g.mx, my = g.my;
+  const double k = -double(g.b) / a;  // the vertex dx = k·dy of each row's parabola
+  const int sx0 = std::max(g.box.x0, x0), sx1 = std::min(g.box.x1, x1);
+  const int sg0 = (sx0 - x0) / kLanes, sg1 = sx1 < sx0 ? -1 : (sx1 - x0) / kLanes;
+  for (int j = 0; j < n; j += 4) {
+    const d4 dy = my - (double(y + j) + 0.5) - d4{0, 1, 2, 3};
+    const d4 cdy2 = c * dy * dy, v = k * dy;
+    l4 m{};
+    for (int sg = sg0; sg <= sg1; ++sg) {
+      // dx = mx − pixel centre over the segment's centres inside the box
+      const int xa = std::max(sx0, x0 + sg * kLanes), xb = std::min(sx1, x0 + sg * kLanes + kLanes - 1);
+      const double lo = mx - (double(xb) + 0.5), hi = mx - (double(xa) + 0.5);
+      d4 dx = v < lo ? d4{} + lo : v;
+      dx = dx > hi ? d4{} + hi : dx;
+      const d4 q = a * dx * dx + (b2 * dx * dy + cdy2);
+      m |= (q <= g.bound) & int64_t(uint32_t(1) << sg);
+    }
+    for (int l = 0; l < 4 && j + l < n; ++l) out[j + l] = uint32_t(m[l]);
+  }
+}
 // Tile-local copy of a kept Gaussian (TileRows::build): the row walks read the tile's Gaussians
 // in order instead of gathering them from the frame's array at random.
 template <typename T>
@@ -64,6 +93,9 @@ std::vector<RowGaussian<T>> prepare_gaussians(const RasterArgs<T>& a) {
   });
   return gs;
 }
+
+template <typename T>
+struct TileRows;
 
 // The 8-pixel segments of one tile row, pixels [x0, x1] of row y: each segment's pixel centres and
 // the lanes inside the row. The forward and backward row scans share this set-up and bucket().
@@ -90,38 +122,12 @@ struct RowSegments {
   int first_pixel(int sg) const { return x0 + sg * kLanes; }
   int width(int sg) const { return std::min(kLanes, x1 - first_pixel(sg) + 1); }
 
-  // The row's Gaussians bucketed by segment, each bucket front to back (items: positions in the
-  // tile's entries): list[sg·cap + q], q < count[sg], the entries whose support ellipse crosses
-  // the row inside segment sg. The crossing is the tile test's, widened by 1e-3 px for the double
-  // rounding here, so no pixel the kernels would light is missed; a segment it misses has no lane
-  // with α ≥ 1/255 and is never evaluated. Segment by segment, a scan keeps its transmittance in
-  // registers and stops on its own saturation.
-  void bucket(const TileEntry<T>* es, const int32_t* items, int n_items, int32_t* list,
-              size_t cap, int* count) const {
-    for (int sg = 0; sg < n; ++sg) count[sg] = 0;
-    // Branch-free per item (whether and where a Gaussian crosses a row is data, not a pattern the
-    // branch predictor learns): an empty crossing gives s0 > s1.
-    for (int j = 0; j < n_items; ++j) {
-      const int32_t k = items[j];
-      const RowGaussian<T>& g = es[k].g;
-      const double dyd = double(g.my) - double(py), r2 = g.r0 - g.r1 * dyd * dyd;
-      const double r = std::sqrt(std::max(r2, 0.0)) + 1e-3, cx = double(g.mx) + g.k * dyd - 0.5;
-      const double lo = std::ceil(std::max({cx - r, double(g.box.x0), double(x0)}));
-      const double hi = std::floor(std::min({cx + r, double(g.box.x1), double(x1)}));
-      const bool none = !(r2 >= 0) || !(lo <= hi);  // no pixel centre of the row inside
-      // (clamped to the row before the conversion: lo, hi are only meaningful when !none)
-      const int s0 = (int(std::min(lo, double(x1))) - x0) / kLanes;
-      const int s1 = none ? -1 : (int(std::max(hi, double(x0))) - x0) / kLanes;
-      if (n <= 4) {  // tiles up to 32 px (the default 16: 2 segments): every segment, no branch
-        for (int sg = 0; sg < n; ++sg) {
-          list[sg * cap + count[sg]] = k;
-          count[sg] += (sg >= s0) & (sg <= s1);
-        }
-      } else {
-        for (int sg = s0; sg <= s1; ++sg) list[sg * cap + count[sg]++] = k;
-      }
-    }
-  }
+  // Row r's Gaussians of the tile (TileRows: the kept entries whose support crosses it, with the
+  // segments row_masks found) bucketed by segment, each bucket front to back: list[sg·cap + q],
+  // q < count[sg], the entries whose support ellipse crosses the row inside segment sg. A segment
+  // a Gaussian misses has no lane with α ≥ 1/255 and is never evaluated. Segment by segment, a
+  // scan keeps its transmittance in registers and stops on its own saturation.
+  void bucket(const TileRows<T>& tr, int r, int32_t* list, size_t cap, int* count) const;
 };
 
 template <typename T>
@@ -129,7 +135,9 @@ struct TileRows {
   int x0, y0, x1, y1;                      // the tile's pixels inside the image (inclusive)
   std::vector<TileEntry<T>> kept;          // the Gaussians kept, in list (depth) order
   std::vector<int32_t> span;               // [kept, 2]: first and last row of each
-  std::vector<int32_t> row_start, row_fill, items;  // per row, kept entries covering it
+  std::vector<uint32_t> cross;             // per kept entry, per row of its span: row_masks
+  std::vector<int32_t> row_start, row_fill, items;  // per row, kept entries crossing it
+  std::vector<uint32_t> masks;             // per items entry: the segments it crosses
 
   // prefetch_features: fetch every kept Gaussian's feature row here (the forward passes false:
   // it copies them, TileFeatures).
@@ -140,11 +148,11 @@ struct TileRows {
     const int n_rows = y1 - y0 + 1;
     const int32_t* ids = a.flatten_ids + start;
     const int32_t n = end - start;
-    kept.clear(), span.clear();
+    kept.clear(), span.clear(), cross.clear();
     row_start.assign(n_rows + 1, 0);
     for (int32_t i = 0; i < n; ++i) {
       // The list is in depth order, so gs is read at random: fetch ahead of the test.
-      constexpr int kAhead = 8;
+      constexpr int kAhead = 12;
       if (i + kAhead < n) {
         const char* p = reinterpret_cast<const char*>(gs + ids[i + kAhead]);
         __builtin_prefetch(p), __builtin_prefetch(p + sizeof(RowGaussian<T>) - 1);
@@ -154,15 +162,25 @@ struct TileRows {
       const int r0 = std::max(g.box.y0, y0) - y0, r1 = std::min(g.box.y1, y1) - y0;
       kept.push_back({g, i, ids[i]});
       span.insert(span.end(), {r0, r1});
-      for (int r = r0; r <= r1; ++r) ++row_start[r + 1];
+      const size_t at = cross.size();
+      cross.resize(at + (r1 - r0 + 1));
+      row_masks(g, x0, x1, y0 + r0, r1 - r0 + 1, cross.data() + at);
+      for (int r = r0; r <= r1; ++r) row_start[r + 1] += cross[at + (r - r0)] != 0;
       // its feature row, read by the accumulation after the rows' scans
       if (prefetch_features) prefetch_feature_row(a, ids[i]);
     }
     for (int r = 0; r < n_rows; ++r) row_start[r + 1] += row_start[r];
-    items.resize(row_start[n_rows]);
+    // Branch-free fill: a row the Gaussian misses writes to a spare slot past the end.
+    const int32_t spare = row_start[n_rows];
+    items.resize(spare + 1), masks.resize(spare + 1);
     row_fill.assign(row_start.begin(), row_start.end() - 1);
+    const uint32_t* m = cross.data();
     for (size_t k = 0; k < kept.size(); ++k)
-      for (int r = span[2 * k]; r <= span[2 * k + 1]; ++r) items[row_fill[r]++] = int32_t(k);
+      for (int r = span[2 * k]; r <= span[2 * k + 1]; ++r, ++m) {
+        const int32_t at = *m ? row_fill[r] : spare;
+        items[at] = int32_t(k), masks[at] = *m;
+        row_fill[r] += *m != 0;
+      }
   }
 
   static void prefetch_feature_row(const RasterArgs<T>& a, int32_t id) {
@@ -172,6 +190,30 @@ struct TileRows {
       __builtin_prefetch(reinterpret_cast<const void*>(line));
   }
 };
+
+template <typename T>
+void RowSegments<T>::bucket(const TileRows<T>& tr, int r, int32_t* list, size_t cap,
+                            int* count) const {
+  const int32_t* items = tr.items.data() + tr.row_start[r];
+  const uint32_t* masks = tr.masks.data() + tr.row_start[r];
+  const int n_items = tr.row_start[r + 1] - tr.row_start[r];
+  for (int sg = 0; sg < n; ++sg) count[sg] = 0;
+  for (int j = 0; j < n_items; ++j) {
+    const int32_t k = items[j];
+    uint32_t m = masks[j];
+    if (n <= 4) {  // tiles up to 32 px (the default 16: 2 segments): every segment, no branch
+      for (int sg = 0; sg < n; ++sg) {
+        list[sg * cap + count[sg]] = k;
+        count[sg] += (m >> sg) & 1;
+      }
+    } else {
+      for (; m; m &= m - 1) {
+        const int sg = __builtin_ctz(m);
+        list[sg * cap + count[sg]++] = k;
+      }
+    }
+  }
+}
 
 // The tile's kept Gaussians' feature rows copied into one contiguous block, in list order (row k:
 // entry k). The segments' accumulations then read a kept × CH block that stays in L2 and is
@@ -188,7 +230,8 @@ struct TileFeatures {
     using V = typename Lanes<T>::V;
     const size_t n = tr.kept.size(), CH = size_t(a.CH), n_vec = CH / kLanes;
     if (rows.size() < n * CH) rows.resize(n * CH);
-    constexpr size_t kAhead = 4;
+    // about 16 lines in flight (narrow rows, RGB: one line each, 16 rows ahead)
+    const size_t lines = (CH * sizeof(T) + 63) / 64, kAhead = std::max<size_t>(4, 16 / lines);
     for (size_t k = 0; k < n; ++k) {
       if (k + kAhead < n) TileRows<T>::prefetch_feature_row(a, tr.kept[k + kAhead].id);
       const T* src = a.colors + int64_t(tr.kept[k].id) * a.CH;
