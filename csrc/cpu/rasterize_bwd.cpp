@@ -25,6 +25,7 @@ template <typename T>
 struct BwdScratch {
   using V = typename Lanes<T>::V;
   TileRows<T> tile;
+  TileFeatures<T> feats;         // the tile's kept feature rows, contiguous (row k: kept entry k)
   const int32_t* ids = nullptr;  // the tile's run of flatten_ids
   int32_t n = 0;                 // its length
   int64_t chp = 0;               // CH rounded up to whole vectors: the stride of g and v_color
@@ -45,7 +46,8 @@ struct BwdScratch {
   std::vector<T> v_bg;                // [CH]
 };
 
-// Lane-wise partial sums of AlphaGrad's fields (and, weighted, dL/dz) per tile-list entry.
+// Lane-wise partial sums of AlphaGrad's fields (and, weighted, dL/dz) per tile-list entry; kGO
+// holds Σ dL/dσ·... = −Σ v_α·α, divided by the opacity once per entry.
 enum { kGMx, kGMy, kGA, kGB, kGC, kGO, kGZ, kGradFields };
 
 // One image row of a tile, backward: the row's Gaussians front to back recompute α and the
@@ -118,7 +120,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       const size_t e = sg * cap + ne[sg];  // kept only when some lane contributes
       s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = comp.trans;
       s.ent_w[e] = comp.advance(c, al, V{} + g.phi);
-      s.ent_rows[e] = a.colors + static_cast<int64_t>(en.id) * CH;
+      s.ent_rows[e] = s.feats.row(list[q], CH);
       s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(en.i) * chp;
       ne[sg] += any_lane(c);
     }
@@ -150,7 +152,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       const V dx = g.mx - seg.px[sg];
       const T dy = g.my - seg.py;
       const V v_sigma = flows ? -v_al * al : V{};
-      part[kGO] += flows ? v_al * al / g.opacity : V{};
+      part[kGO] += v_sigma;  // dα/do = α/o = −dα/dσ / o: the 1/o once per entry (backward_tile)
       part[kGA] += v_sigma * T(0.5) * dx * dx;
       part[kGB] += v_sigma * dx * dy;
       part[kGC] += v_sigma * (T(0.5) * dy * dy);
@@ -171,7 +173,8 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
   const int32_t start = a.tile_start(t), stop = a.tile_end(t);
   const int32_t n = stop - start;
   s.ids = a.flatten_ids + start, s.n = n;
-  s.tile.build(a, gs, tx, ty, start, stop);
+  s.tile.build(a, gs, tx, ty, start, stop, /*prefetch_features=*/false);
+  s.feats.gather(a, s.tile);  // dL/dw reads the rows per segment: contiguous, not at random
   s.part.assign(size_t(n) * kGradFields, typename Lanes<T>::V{});
   s.v_color.assign(size_t(n) * s.chp, T(0));
   s.touched.assign(n, 0);
@@ -187,8 +190,9 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
     AlphaGrad<T>& g = s.grad2d[i];
     g.v_mean_x = lane_sum(p[kGMx]), g.v_mean_y = lane_sum(p[kGMy]);
     g.v_a = lane_sum(p[kGA]), g.v_b = lane_sum(p[kGB]), g.v_c = lane_sum(p[kGC]);
-    g.v_opacity = lane_sum(p[kGO]);
     const int32_t id = s.ids[i];
+    const T o = gs[id].opacity;  // (nothing was added where o <= 0)
+    g.v_opacity = o > T(0) ? -lane_sum(p[kGO]) / o : T(0);
     s.v_depth[i] = a.sorted ? T(0)
                            : lane_sum(p[kGZ]) * depth_weight_dz<T>(a.depths[id], gs[id].phi,
                                                                    a.sigma_w, a.beta);
@@ -203,19 +207,28 @@ BwdScratch<T> make_scratch(int64_t CH) {
   return s;
 }
 
-// The default reduction, with no atomics: the tiles are split into one contiguous chunk per
-// worker holding about the same number of list entries (a chunk's entries are one contiguous
-// run of flatten_ids). A Gaussian listed by one chunk only is summed straight into the outputs
-// by that chunk's worker, tile by tile; one listed by several chunks (a chunk boundary crosses
-// it) gets a row per chunk in `shared` ([rows, kDetFields + CH], det_pass.h's layout), summed in
-// chunk order at the end. For a given thread count every sum has a fixed order, so repeated runs
-// agree bit for bit (gradcheck's reentrancy check); deterministic=true is also independent of the
-// thread count. Memory: two int32 and one int64 per Gaussian, plus the boundary Gaussians' rows.
+// The default reduction, with no atomics: the tiles are split into contiguous chunks (one with
+// one thread, 4 per thread otherwise) holding about the same number of list entries (a chunk's
+// entries are one contiguous run of flatten_ids). A Gaussian listed by one chunk only is summed straight into v_colors and
+// its row of `packed` (its 2D-parameter fields, det_pass.h's order, in one vector: one cache line
+// per entry where five output arrays cost five random lines) by the thread running it, tile by
+// tile; one listed by several chunks (a chunk boundary crosses it) gets a row per chunk in
+// `shared` ([rows, kDetFields + CH], det_pass.h's layout), summed in chunk order at the end, when
+// `packed` is unpacked into the outputs. For a given thread count every sum has a fixed order, so
+// repeated runs agree bit for bit (gradcheck's reentrancy check); deterministic=true is also
+// independent of the thread count. Memory: one vector (8 values) per Gaussian, two int32 and one
+// int64 more with several threads, plus the boundary Gaussians' rows.
 template <typename T>
 void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io) {
   const int64_t CH = a.CH, tiles_per_cam = int64_t(a.TH) * a.TW, n_tiles = a.C * tiles_per_cam;
   const int64_t G = a.C * a.N, stride = kDetFields + CH;
-  const int64_t W = std::clamp<int64_t>(at::get_num_threads(), 1, std::max<int64_t>(n_tiles, 1));
+  // Several chunks per thread, handed out one at a time (cpu::parallel_tasks), so a thread that
+  // is slowed (a dense stretch, or a shared machine) does not hold up the others; the chunks and
+  // so every sum's order depend on the thread count only.
+  constexpr int64_t kChunksPerThread = 4;
+  const int64_t threads = at::get_num_threads();
+  const int64_t W = std::clamp<int64_t>(threads > 1 ? kChunksPerThread * threads : 1, 1,
+                                        std::max<int64_t>(n_tiles, 1));
   std::vector<int64_t> tb(W + 1, n_tiles);  // chunk w: tiles [tb[w], tb[w + 1])
   tb[0] = 0;
   for (int64_t w = 1; w < W; ++w) {
@@ -257,10 +270,15 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
       if (first[g] < last[g]) base[g] = n_rows + W - first[g], n_rows += last[g] - first[g] + 1;
   }
   std::vector<T> shared(size_t(n_rows) * stride, T(0));
+  using V = typename Lanes<T>::V;
+  static_assert(kDetMeanX == 0 && kDetMeanY == 1 && kDetConicA == 2 && kDetConicB == 3 &&
+                    kDetConicC == 4 && kDetOpacity == 5 && kDetDepth == 6 && kDetFields <= kLanes,
+                "packed's lanes: det_pass.h's fields in order, in one vector");
+  LaneVector<V> packed(G, V{});  // [G]: the one-chunk Gaussians' 2D-parameter fields
   std::vector<T> bg(size_t(W) * a.C * CH, T(0));  // [W, C, CH]: each chunk's v_backgrounds
-  cpu::parallel_for(0, W, 1, [&](int64_t w0, int64_t w1) {
-    for (int64_t w = w0; w < w1; ++w) {
-      BwdScratch<T> s = make_scratch<T>(CH);
+  cpu::parallel_tasks(W, [&](const auto& take) {
+    BwdScratch<T> s = make_scratch<T>(CH);
+    for (int64_t w; (w = take()) < W;) {
       for (int64_t t = tb[w]; t < tb[w + 1]; ++t) {
         backward_tile(a, gs, io, t, s);
         T* v_bg = bg.data() + (w * a.C + t / tiles_per_cam) * CH;
@@ -270,8 +288,7 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
           constexpr int kAhead = 8;
           if (i + kAhead < s.n && s.touched[i + kAhead]) {
             const int64_t id = s.ids[i + kAhead];
-            __builtin_prefetch(io.v_means2d + 2 * id, 1), __builtin_prefetch(io.v_conics + 3 * id, 1);
-            __builtin_prefetch(io.v_opacities + id, 1);
+            __builtin_prefetch(&packed[id], 1);
             if (W > 1) __builtin_prefetch(&base[id]);
             const char* f = reinterpret_cast<const char*>(io.v_colors + id * CH);
             for (size_t b = 0; b < size_t(CH) * sizeof(T); b += 64) __builtin_prefetch(f + b, 1);
@@ -281,10 +298,7 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
           const AlphaGrad<T>& g = s.grad2d[i];
           const T* d = s.v_color.data() + i * s.chp;
           if (W == 1 || base[id] == 0) {  // this chunk's alone
-            io.v_means2d[2 * id] += g.v_mean_x, io.v_means2d[2 * id + 1] += g.v_mean_y;
-            io.v_conics[3 * id] += g.v_a, io.v_conics[3 * id + 1] += g.v_b;
-            io.v_conics[3 * id + 2] += g.v_c;
-            io.v_opacities[id] += g.v_opacity, io.v_depths[id] += s.v_depth[i];
+            packed[id] += V{g.v_mean_x, g.v_mean_y, g.v_a, g.v_b, g.v_c, g.v_opacity, s.v_depth[i]};
             T* dst = io.v_colors + id * CH;
             for (int64_t c = 0; c < CH; ++c) dst[c] += d[c];
           } else {
@@ -298,19 +312,23 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
       }
     }
   });
-  if (n_rows) {
-    const DetOut<T> out{io.v_means2d, io.v_conics, io.v_opacities, io.v_colors, io.v_depths, CH};
-    const DetPass all = det_pass(std::max<int64_t>(CH, 1), 0, CH);
-    cpu::parallel_for(0, G, 256, [&](int64_t g0, int64_t g1) {
-      for (int64_t g = g0; g < g1; ++g) {
-        if (!(first[g] < last[g])) continue;
+  const DetOut<T> out{io.v_means2d, io.v_conics, io.v_opacities, io.v_colors, io.v_depths, CH};
+  const DetPass all = det_pass(std::max<int64_t>(CH, 1), 0, CH);
+  cpu::parallel_for(0, G, 2048, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      if (n_rows && first[g] < last[g]) {  // the chunks' rows, in chunk order
         for (int64_t f = 0; f < stride; ++f)
           *det_slot(out, all, g, f) =
               det_column_sum<T>(shared.data(), stride, nullptr, base[g] - W + first[g],
                                 base[g] - W + last[g] + 1, f);
+        continue;
       }
-    });
-  }
+      const V& f = packed[g];
+      io.v_means2d[2 * g] = f[0], io.v_means2d[2 * g + 1] = f[1];
+      io.v_conics[3 * g] = f[2], io.v_conics[3 * g + 1] = f[3], io.v_conics[3 * g + 2] = f[4];
+      io.v_opacities[g] = f[5], io.v_depths[g] = f[6];
+    }
+  });
   for (int64_t cam = 0; cam < a.C; ++cam)
     for (int64_t c = 0; c < CH; ++c)
       io.v_backgrounds[cam * CH + c] = det_column_sum<T>(bg.data(), a.C * CH, nullptr, 0, W, cam * CH + c);
