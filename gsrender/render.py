@@ -76,13 +76,18 @@ def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, 
 
 
 def _check_values(scales, quats, opacities, Ks):
-    """Range checks that read tensor data (on CUDA only under validation, see V.values_checked)."""
-    if scales.numel() and bool((scales <= 0).any()):
+    """Range checks that read tensor data (on CUDA only under validation, see V.values_checked).
+    Each is one reduction (amin / aminmax) rather than a comparison tensor and an any(): at 1M
+    Gaussians on the CPU the comparison form cost more than the projection stage. The inputs
+    are already known finite (V.tensor), so no NaN hides from the comparisons."""
+    if scales.numel() and bool(scales.amin() <= 0):
         raise ValueError("scales must be positive (pass activated scales, e.g. exp(log_scales))")
-    if quats.numel() and bool((quats.norm(dim=-1) < 1e-12).any()):
+    if quats.numel() and bool(quats.norm(dim=-1).amin() < 1e-12):
         raise ValueError("quats contains a zero quaternion")
-    if opacities.numel() and bool(((opacities < 0) | (opacities > 1)).any()):
-        raise ValueError("opacities must lie in [0, 1] (pass activated opacities, e.g. sigmoid)")
+    if opacities.numel():
+        lo, hi = torch.aminmax(opacities)
+        if bool((lo < 0) | (hi > 1)):
+            raise ValueError("opacities must lie in [0, 1] (pass activated opacities, e.g. sigmoid)")
     if bool((Ks[:, 0, 0] <= 0).any() or (Ks[:, 1, 1] <= 0).any()):
         raise ValueError("Ks must have positive focal lengths fx, fy")
 
