@@ -66,6 +66,10 @@ PyObject* py_raster_precisions(PyObject*, PyObject*) {
   return names_list(gsrender::kRasterPrecisionNames, gsrender::kNumRasterPrecisions);
 }
 
+PyObject* py_raster_plan_fields(PyObject*, PyObject*) {
+  return names_list(gsrender::kPlanFieldNames, gsrender::kPlanFields);
+}
+
 // plan_raster(precision, sorted, deterministic, cuda, float32, tile_size, cc_major) ->
 // (forward, backward) kernel values: the plan rasterize_fwd makes for that target, for any
 // target (the CUDA plans are testable, and written into kernel cases, without a GPU).
@@ -119,6 +123,8 @@ PyMethodDef methods[] = {
      "raster_kernels() -> list[str]: the rasterize kernels' names, by the plan's values"},
     {"raster_precisions", py_raster_precisions, METH_NOARGS,
      "raster_precisions() -> list[str]: the precision strings rasterize_fwd takes"},
+    {"raster_plan_fields", py_raster_plan_fields, METH_NOARGS,
+     "raster_plan_fields() -> list[str]: the entries of rasterize's plan tensor, in order"},
     {"plan_raster", py_plan_raster, METH_VARARGS,
      "plan_raster(precision, sorted, deterministic, cuda, float32, tile_size, cc_major) -> "
      "(forward, backward): the kernels rasterize_fwd would plan for that target"},
@@ -214,7 +220,8 @@ TORCH_LIBRARY(gsrender, m) {
   // -> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32 (one past the last tile-list
   //    entry a pixel used), aux [C,H,W] (weighted mode: the weight sum; sorted: T_final),
   //    stats [C,3] int64 (tile-list pairs, packed pairs evaluated, pairs that contributed),
-  //    plan [2] int64 on the CPU (the forward and backward kernel, RasterKernel values)
+  //    plan [8] int64 on the CPU (RasterPlan in store_plan's layout: the forward and backward
+  //    kernel as RasterKernel values, the tile grid, the two kernels' device workspace bytes)
   m.def(
       "rasterize_fwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
       "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "
@@ -224,7 +231,8 @@ TORCH_LIBRARY(gsrender, m) {
   // -> v_means2d [C,N,2], v_conics [C,N,3], v_opacities [C,N], v_colors [C,N,CH],
   //    v_depths [C,N] (weighted mode only; zeros when sorted), v_backgrounds [C,CH]; plan: the
   //    forward's, whose backward kernel runs (Tensor Core for f16/bf16 forwards, the fixed-order
-  //    det_reduce.h reduction when the forward was asked for deterministic)
+  //    det_reduce.h reduction when the forward was asked for deterministic) on its tile grid
+  //    (checked against these inputs) with its backward workspace
   m.def(
       "rasterize_bwd(Tensor means2d, Tensor conics, Tensor opacities, Tensor colors, "
       "Tensor depths, Tensor? backgrounds, Tensor tile_offsets, Tensor flatten_ids, int width, "

@@ -16,13 +16,17 @@ SORTED, WEIGHTED = 0, 1
 # (RasterPrecision / RasterKernel in csrc/include/gsrender/raster_plan.h, read from there).
 PRECISIONS = tuple(_C.raster_precisions())
 KERNELS = tuple(_C.raster_kernels())
+# the entries of rasterize's plan tensor, in order (RasterPlan, store_plan in raster_plan.h)
+PLAN_FIELDS = tuple(_C.raster_plan_fields())
 
 
-def plan_kernels(plan: torch.Tensor) -> dict:
-    """rasterize's plan output ([2] int64 on the CPU) -> {"forward": name, "backward": name}.
-    Reads a CPU tensor: no device sync."""
-    fwd, bwd = plan.tolist()
-    return {"forward": KERNELS[fwd], "backward": KERNELS[bwd]}
+def plan_info(plan: torch.Tensor) -> dict:
+    """rasterize's plan output ([len(PLAN_FIELDS)] int64 on the CPU) -> {field: value}: the
+    forward and backward kernels by name, the tile grid (tile_size, tiles_x, tiles_y, tiles in
+    all) and each kernel's device workspace in bytes. Reads a CPU tensor: no device sync."""
+    info = dict(zip(PLAN_FIELDS, plan.tolist(), strict=True))
+    info["forward"], info["backward"] = KERNELS[info["forward"]], KERNELS[info["backward"]]
+    return info
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,12 +171,13 @@ def rasterize(means2d, conics, opacities, colors, depths, backgrounds, tile_offs
               precision: str = "auto", deterministic: bool = False, *,
               validate: bool | None = None):
     """-> render [C,H,W,CH], alphas [C,H,W,1], last_ids [C,H,W] int32, aux [C,H,W], stats [C,3],
-    plan [2] int64 (CPU).
+    plan [len(PLAN_FIELDS)] int64 (CPU).
     colors [C,N,CH]: every composited channel (render.py packs RGB, the depth z, then the
     features: CH = 4 + D), so render holds them in that order. aux is what the backward needs per pixel:
     sorted mode the final transmittance T_final, weighted mode the normaliser Σw + w_bg.
     precision: one of PRECISIONS; the op plans the forward and backward kernels from it once
-    (plan_kernels(plan) names them) and the backward runs the planned one.
+    (plan_info(plan) reads them, with the tile grid and workspaces) and the backward runs the
+    planned one.
     deterministic: the backward reduces in a fixed order (bitwise-reproducible gradients).
     validate: on CUDA, check the tile lists' values (a host sync) in this call and its backward
     (None: the global setting, gsrender.set_validation); the CPU always checks."""
@@ -191,7 +196,8 @@ def _rasterize_fake(means2d, conics, opacities, colors, depths, backgrounds, til
     f = means2d.new_empty
     return (f((C, height, width, CH)), f((C, height, width, 1)),
             f((C, height, width), dtype=torch.int32), f((C, height, width)),
-            f((C, 3), dtype=torch.int64), torch.empty(2, dtype=torch.int64, device="cpu"))
+            f((C, 3), dtype=torch.int64),
+            torch.empty(len(PLAN_FIELDS), dtype=torch.int64, device="cpu"))
 
 
 def _rasterize_setup(ctx, inputs, output):

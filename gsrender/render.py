@@ -194,10 +194,13 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
 
 
 def raster_plan(meta: dict) -> dict:
-    """The kernels rasterize ran and its backward runs: {"forward": name, "backward": name}
-    (names: ops.KERNELS, e.g. "mma_f16", "scalar", "matrix_det"), from meta["plan"] (a CPU
-    tensor, so reading it costs no device sync)."""
-    return ops.plan_kernels(meta["plan"])
+    """The plan rasterize ran and its backward runs, from meta["plan"] (a CPU tensor, so
+    reading it costs no device sync): {"forward": name, "backward": name} (names: ops.KERNELS,
+    e.g. "mma_f16", "scalar", "matrix_det"), the tile grid ("tile_size", "tiles_x", "tiles_y",
+    "tiles" = cameras·tiles_y·tiles_x) and each kernel's device workspace in bytes
+    ("forward_workspace", "backward_workspace"; 0 for kernels that take none, e.g. every CPU
+    one). Keys: ops.PLAN_FIELDS."""
+    return ops.plan_info(meta["plan"])
 
 
 def packing_efficiency(meta: dict) -> float:

@@ -173,8 +173,11 @@ def test_mma_rasterize_matches_cpu(precision, mode, D):
                                                       grad_seed=7)
     # the plan ran the Tensor Cores of that operand type, and their backward where one exists
     mma = "mma_" + precision.replace("fp", "f")
-    assert ops.plan_kernels(plan_g) == {"forward": mma,
-                                        "backward": "scalar" if precision == "tf32" else mma}
+    info = ops.plan_info(plan_g)
+    assert (info["forward"], info["backward"]) == (mma, "scalar" if precision == "tf32" else mma)
+    # the Tensor Core forward (and backward) workspace: at least the converted colour rows
+    assert info["forward_workspace"] >= 2 * s["colors"].numel()
+    assert (info["backward_workspace"] > 0) == (precision != "tf32")
     psnr_bar, cos_bar = MMA_BARS[precision]
     rgb = slice(0, min(D, 3))
     assert _psnr(r_g[..., rgb], r_c[..., rgb]) >= psnr_bar

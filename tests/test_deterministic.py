@@ -126,7 +126,7 @@ def test_opcheck_rasterize_bwd_deterministic(mode):
     ins = _raster_inputs(F32, mode, True)
     common = (*ins, OW, OH, TILE, mode, WEIGHT_PARAMS)
     render, alphas, last_ids, aux, _, plan = torch.ops.gsrender.rasterize_fwd(*common, "auto", True)
-    assert ops.plan_kernels(plan)["backward"] == "matrix_det"
+    assert ops.plan_info(plan)["backward"] == "matrix_det"
     g = torch.Generator().manual_seed(5)
     v_render, v_alphas = _randn(g, *render.shape, dtype=F32), _randn(g, *alphas.shape, dtype=F32)
     _opcheck(torch.ops.gsrender.rasterize_bwd,

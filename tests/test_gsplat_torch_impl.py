@@ -15,7 +15,7 @@ import torch
 
 from gsrender import ops
 from gsrender import synthetic as S
-from gsrender.contract import ALPHA_MIN_INV
+from gsrender.contract import ALPHA_MIN, ALPHA_MIN_INV
 
 try:
     from gsplat.cuda import _torch_impl as G
@@ -59,7 +59,7 @@ def test_projection_matches_gsplat_torch_impl(antialiased):
     k = torch.sqrt(2.0 * torch.log((ALPHA_MIN_INV * o2d).clamp_min(1.0)))
     rx, ry = torch.ceil(k * cov_xx.sqrt()), torch.ceil(k * cov_yy.sqrt())
     mx, my = g_means2d.unbind(-1)
-    want = ((g_radii > 0).all(-1) & (o2d >= 1.0 / 255.0) & ((rx > 0) | (ry > 0))
+    want = ((g_radii > 0).all(-1) & (o2d >= ALPHA_MIN) & ((rx > 0) | (ry > 0))
             & (mx + rx > 0) & (mx - rx < W) & (my + ry > 0) & (my - ry < H))
     vis = (radii > 0).all(-1)  # [C, N]
     assert torch.equal(vis, want)

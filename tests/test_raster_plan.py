@@ -71,7 +71,71 @@ def _render(**kw):
 def test_rasterize_reports_its_plan(kw, want):
     out, _ = _render(**kw)
     assert out.meta["plan"].device.type == "cpu" and out.meta["plan"].dtype == torch.int64
-    assert gsrender.raster_plan(out.meta) == dict(zip(("forward", "backward"), want))
+    plan = gsrender.raster_plan(out.meta)
+    assert tuple(plan) == ops.PLAN_FIELDS
+    assert (plan["forward"], plan["backward"]) == want
+    # the CPU kernels take no device workspace (they allocate their own scratch)
+    assert plan["forward_workspace"] == plan["backward_workspace"] == 0
+
+
+@pytest.mark.parametrize("C, W, H, tile", [(1, 24, 20, 16), (2, 33, 17, 8), (3, 16, 16, 16),
+                                           (2, 5, 40, 32), (1, 7, 3, 1)])
+def test_plan_tile_grid(C, W, H, tile):
+    # the plan's grid is the one the op checked tile_offsets against and ran on: ceil(W / tile) ×
+    # ceil(H / tile) tiles per camera
+    s = random_scene(N=25, C=C, width=W, height=H, bg=False, seed=C + W).cast(F32)
+    out = gsrender.rasterize(s.means, s.quats, s.scales, s.opacities, s.colors, s.viewmats, s.Ks,
+                             W, H, tile_size=tile)
+    plan = gsrender.raster_plan(out.meta)
+    tx, ty = -(-W // tile), -(-H // tile)
+    assert (plan["tile_size"], plan["tiles_x"], plan["tiles_y"], plan["tiles"]) == (
+        tile, tx, ty, C * tx * ty)
+    assert tuple(out.meta["tile_offsets"].shape) == (C, ty, tx)
+    assert (out.meta["tile_width"], out.meta["tile_height"]) == (tx, ty)
+
+
+def _raw_forward(tile=16, W=24, H=20):
+    s = random_scene(N=30, C=2, width=W, height=H, bg=False, seed=3).cast(F32)
+    out = gsrender.rasterize(s.means, s.quats, s.scales, s.opacities, s.colors, s.viewmats, s.Ks,
+                             W, H, tile_size=tile)
+    m = out.meta
+    colors = torch.cat([out.colors.new_ones(2, 30, 3), m["depths"][..., None]], -1)
+    args = (m["means2d"].detach(), m["conics"].detach(), m["opacities"].detach(), colors,
+            m["depths"].detach(), None, m["tile_offsets"], m["flatten_ids"], W, H, tile,
+            ops.SORTED, [])
+    fwd = torch.ops.gsrender.rasterize_fwd(*args, "auto", False)
+    return args, fwd
+
+
+def _raw_backward(args, fwd, plan):
+    render, alphas, last_ids, aux = fwd[:4]
+    return torch.ops.gsrender.rasterize_bwd(*args, render, alphas, last_ids, aux,
+                                            torch.ones_like(render), torch.zeros_like(alphas),
+                                            plan)
+
+
+def test_backward_checks_the_plan_against_its_inputs():
+    args, fwd = _raw_forward()
+    plan = fwd[5]
+    assert plan.shape == (len(ops.PLAN_FIELDS),)
+    _raw_backward(args, fwd, plan)  # its own plan runs
+    fields = ops.PLAN_FIELDS
+    for name, delta in (("tiles_x", 1), ("tiles_y", -1), ("tiles", 2), ("tile_size", 8)):
+        bad = plan.clone()
+        bad[fields.index(name)] += delta
+        with pytest.raises(ValueError, match="plan: its tile grid"):
+            _raw_backward(args, fwd, bad)
+    bad = plan.clone()
+    bad[fields.index("backward_workspace")] = -1
+    with pytest.raises(ValueError, match="plan: workspace"):
+        _raw_backward(args, fwd, bad)
+    with pytest.raises(ValueError, match="plan"):  # the old two-entry plan
+        _raw_backward(args, fwd, plan[:2].clone())
+    # a plan made for another tile size does not fit these inputs' grid
+    _, fwd8 = _raw_forward(tile=8)
+    with pytest.raises(ValueError, match="plan: its tile grid"):
+        _raw_backward(args, fwd, fwd8[5])
+
 
 
 def test_backward_runs_the_planned_kernel():
@@ -91,4 +155,5 @@ def test_float64_plans_the_cpu_gemm():
     s = random_scene(N=20, C=1, width=16, height=16, bg=False).cast(F64)
     out = gsrender.rasterize(s.means, s.quats, s.scales, s.opacities, s.colors, s.viewmats, s.Ks,
                              16, 16, precision="bf16")
-    assert gsrender.raster_plan(out.meta) == {"forward": "matrix", "backward": "matrix"}
+    plan = gsrender.raster_plan(out.meta)
+    assert (plan["forward"], plan["backward"]) == ("matrix", "matrix")

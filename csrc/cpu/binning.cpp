@@ -58,7 +58,8 @@ template <typename T>
 void list_pairs(const BinInputs<T>& in, std::vector<std::vector<int32_t>>& block_tiles,
                 int32_t* count) {
   const int64_t CN = in.C * in.N, n_blocks = static_cast<int64_t>(block_tiles.size());
-  const int TW = ceil_div(in.width, in.tile_size), TH = ceil_div(in.height, in.tile_size);
+  const TileGrid grid = make_tile_grid(in.C, in.width, in.height, in.tile_size);
+  const int TW = grid.tiles_x, TH = grid.tiles_y;
   cpu::parallel_tasks(n_blocks, [&](auto take) {
     std::vector<int32_t> scratch;  // this thread's block, copied out at its exact size
     for (int64_t b; (b = take()) < n_blocks;) {
@@ -84,8 +85,9 @@ template <typename T>
 std::tuple<at::Tensor, at::Tensor> bin_tiles_impl(const BinInputs<T>& in, const at::Tensor& radii,
                                                   bool sort) {
   const int64_t CN = in.C * in.N;
-  const int TW = ceil_div(in.width, in.tile_size), TH = ceil_div(in.height, in.tile_size);
-  const int64_t n_tiles = in.C * TH * TW;
+  const TileGrid grid = make_tile_grid(in.C, in.width, in.height, in.tile_size);
+  const int TW = grid.tiles_x, TH = grid.tiles_y;
+  const int64_t n_tiles = grid.count;
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "bin_tiles: ", n_tiles, " tiles (cameras × tiles per "
                     "image) exceed int32 range");
 

@@ -37,7 +37,7 @@ contributors_cpu(const at::Tensor& means2d, const at::Tensor& conics, const at::
              counts = at::empty({C, P}, iopts), n_render = at::empty({C, P}, iopts);
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "contributors_cpu", [&] {
     using T = scalar_t;
-    const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, 0, {});
+    const RasterArgs<T> a = make_raster_args<T>(in, width, height, 0, {});
     const ContribOutputs<T> o{ids.data_ptr<int32_t>(),      weights.data_ptr<T>(),
                               zs.data_ptr<T>(),             clusters.data_ptr<int32_t>(),
                               counts.data_ptr<int32_t>(),   n_render.data_ptr<int32_t>()};

@@ -402,19 +402,20 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   const int64_t C = means2d.size(0);
   const auto dt = means2d.scalar_type();
   check_raster_grads(in, width, height, render, alphas, last_ids, aux, v_render, v_alphas);
-  const bool deterministic = planned_backward(plan, mode, cpu_raster_target(means2d, tile_size)) ==
-                             RasterKernel::kMatrixDet;
+  const bool deterministic =
+      planned_backward(plan, mode, cpu_raster_target(means2d, tile_size), in.grid).backward ==
+      RasterKernel::kMatrixDet;
   const auto last_c = last_ids.contiguous();
   {  // each pixel's last_ids must lie inside its own tile's run (the backward indexes by it)
     const int32_t* l = last_c.data_ptr<int32_t>();
     const int32_t* off = in.tile_offsets.data_ptr<int32_t>();
-    const int64_t TH = in.tile_offsets.size(1), TW = in.tile_offsets.size(2);
+    const int64_t TH = in.grid.tiles_y, TW = in.grid.tiles_x;
     const int64_t M = flatten_ids.numel();
     for (int64_t c = 0; c < C; ++c)
       for (int64_t y = 0; y < height; ++y)
         for (int64_t x = 0; x < width; ++x) {
           const int64_t t = (c * TH + y / tile_size) * TW + x / tile_size;
-          const int64_t start = off[t], end = t + 1 < C * TH * TW ? off[t + 1] : M;
+          const int64_t start = off[t], end = t + 1 < in.grid.count ? off[t + 1] : M;
           const int32_t v = l[(c * height + y) * width + x];
           TORCH_CHECK_VALUE(v >= start && v <= end,
                             "last_ids must lie inside each pixel's tile run (as rasterize_fwd "
@@ -426,7 +427,7 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   const bool has_bg = backgrounds.has_value() && backgrounds->defined();
   AT_DISPATCH_FLOATING_TYPES(dt, "rasterize_bwd_cpu", [&] {
     using T = scalar_t;
-    const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
+    const RasterArgs<T> a = make_raster_args<T>(in, width, height, mode, weight_params);
     const std::vector<RowGaussian<T>> gs = prepare_gaussians(a);
     if (deterministic)
       backward_deterministic<T>(a, gs.data(), bufs.io<T>(), in.flatten_ids, has_bg);

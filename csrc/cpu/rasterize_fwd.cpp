@@ -169,7 +169,7 @@ RasterFwdResult rasterize_fwd_cpu(
       check_raster_inputs(means2d, conics, opacities, colors, depths, backgrounds, tile_offsets,
                           flatten_ids, width, height, tile_size, mode, weight_params);
   const RasterPlan plan =
-      plan_rasterize(precision, mode, deterministic, cpu_raster_target(means2d, tile_size));
+      plan_rasterize(precision, mode, deterministic, cpu_raster_target(means2d, tile_size), in.grid);
   const bool scalar = plan.forward == RasterKernel::kScalar;
   check_binning(in);
   const int64_t C = means2d.size(0), CH = colors.size(2);
@@ -177,14 +177,14 @@ RasterFwdResult rasterize_fwd_cpu(
       empty_raster_outputs(C, height, width, CH, means2d.options());
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_fwd_cpu", [&] {
     using T = scalar_t;
-    const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, mode, weight_params);
+    const RasterArgs<T> a = make_raster_args<T>(in, width, height, mode, weight_params);
     const FwdOut<T> o{render.data_ptr<T>(), alphas.data_ptr<T>(), last_ids.data_ptr<int32_t>(),
                       aux.data_ptr<T>(), stats.data_ptr<int64_t>()};
     int64_t* st = o.stats;
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
     const std::vector<RowGaussian<T>> gs =
         scalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
-    const int64_t n_tiles = C * tiles_per_cam;
+    const int64_t n_tiles = plan.grid.count;
     cpu::parallel_tasks(n_tiles, [&](const auto& take) {
       FwdScratch<T> s;
       std::vector<TileGaussian<T>> list;  // the scalar baseline's tile list

@@ -70,7 +70,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> weight_st
   at::Tensor topk_w = at::zeros({C, height, width, K}, opts);
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "weight_stats_cpu", [&] {
     using T = scalar_t;
-    const RasterArgs<T> a = make_raster_args<T>(in, width, height, tile_size, 0, {});
+    const RasterArgs<T> a = make_raster_args<T>(in, width, height, 0, {});
     const int nthreads = at::get_num_threads();
     std::vector<StatsScratch<T>> scratch(nthreads);
     for (auto& s : scratch) s.wsum.assign(N, 0.0), s.wmax.assign(N, T(0)), s.dom.assign(N, 0);

@@ -28,8 +28,9 @@ std::tuple<Tensor, Tensor> bin_tiles_cuda(const Tensor& means2d, const Tensor& r
   const c10::cuda::CUDAGuard guard(means2d.device());
   const int64_t C = means2d.size(0), N = means2d.size(1), CN = C * N;
   const int ts = static_cast<int>(tile_size);
-  const int TW = ceil_div(static_cast<int>(width), ts), TH = ceil_div(static_cast<int>(height), ts);
-  const int64_t n_tiles = C * TH * TW;
+  const TileGrid grid = make_tile_grid(C, width, height, ts);
+  const int TW = grid.tiles_x, TH = grid.tiles_y;
+  const int64_t n_tiles = grid.count;
   TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "bin_tiles: ", n_tiles, " tiles exceed int32 range");
   const auto iopts = radii.options();
   Tensor tile_offsets = at::empty({C, TH, TW}, iopts);  // [C, TH, TW]

@@ -37,7 +37,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> contributors_cuda(
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "contributors_cuda", [&] {
     using T = scalar_t;
     const launch::ContributorsArgs<T> a{
-        make_raster_args<T>(in, width, height, tile_size, 0, {}),
+        make_raster_args<T>(in, width, height, 0, {}),
         pix.defined() ? pix.data_ptr<int32_t>() : nullptr,
         P,
         K_max,

@@ -17,6 +17,15 @@ namespace {
 
 using at::Tensor;
 
+// A launcher's result: cudaErrorInvalidValue is what it returns before launching when the
+// workspace is smaller than its layout for these inputs, i.e. the plan was made for others.
+void check_launch(cudaError_t err, const RasterPlan& plan) {
+  TORCH_CHECK_VALUE(err != cudaErrorInvalidValue, "plan: its backward workspace (",
+                    plan.backward_workspace, " bytes) does not fit these inputs, or the launch "
+                    "was refused: pass the plan rasterize_fwd returned for them");
+  C10_CUDA_CHECK(err);
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
     const Tensor& means2d, const Tensor& conics, const Tensor& opacities, const Tensor& colors,
     const Tensor& depths, const c10::optional<Tensor>& backgrounds, const Tensor& tile_offsets,
@@ -30,28 +39,30 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_bwd_cuda(
   check_raster_grads(in, width, height, render, alphas, last_ids, aux, v_render, v_alphas);
   check_cuda_tile_size(tile_size);
   const c10::cuda::CUDAGuard guard(means2d.device());
-  const RasterKernel kernel = planned_backward(plan, mode, cuda_raster_target(means2d, tile_size));
+  const RasterPlan p =
+      planned_backward(plan, mode, cuda_raster_target(means2d, tile_size), in.grid);
+  const RasterKernel kernel = p.backward;
   validate_binning_cuda(in, &last_ids, width, height, tile_size);
   const RasterBwdTensors bufs =
       prepare_raster_bwd(in, render, alphas, last_ids, aux, v_render, v_alphas);
-  const int64_t n_tiles = in.tile_offsets.numel();
-  TORCH_CHECK_VALUE(n_tiles < INT32_MAX, "rasterize_bwd: ", n_tiles, " tiles exceed the grid");
+  TORCH_CHECK_VALUE(p.grid.count < INT32_MAX, "rasterize_bwd: ", p.grid.count,
+                    " tiles exceed the grid");
   const cudaStream_t stream = current_stream();
   if (is_mma(kernel)) {
     const launch::RasterBwdArgs<float> a{
-        make_raster_args<float>(in, width, height, tile_size, mode, weight_params),
+        make_raster_args<float>(in, width, height, mode, weight_params),
         bufs.io<float>()};
-    const ScratchBuffer ws(launch::rasterize_mma_bwd_workspace_bytes(a.in), means2d.device());
-    C10_CUDA_CHECK(launch::launch_rasterize_mma_bwd(a, kernel, ws.get(), stream));
+    const ScratchBuffer ws(p.backward_workspace, means2d.device());
+    check_launch(launch::launch_rasterize_mma_bwd(a, kernel, ws.get(), stream), p);
     return bufs.grads();
   }
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "rasterize_bwd_cuda", [&] {
     using T = scalar_t;
     const launch::RasterBwdArgs<T> a{
-        make_raster_args<T>(in, width, height, tile_size, mode, weight_params), bufs.io<T>()};
+        make_raster_args<T>(in, width, height, mode, weight_params), bufs.io<T>()};
     if (kernel == RasterKernel::kScalarDet) {
-      const ScratchBuffer ws(launch::rasterize_bwd_det_workspace_bytes(a), means2d.device());
-      C10_CUDA_CHECK(launch::launch_rasterize_bwd_det(a, ws.get(), stream));
+      const ScratchBuffer ws(p.backward_workspace, means2d.device());
+      check_launch(launch::launch_rasterize_bwd_det(a, ws.get(), stream), p);
     } else {
       C10_CUDA_CHECK(launch::launch_rasterize_bwd(a, stream));
     }

@@ -37,7 +37,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> weight_stats_cuda(
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "weight_stats_cuda", [&] {
     using T = scalar_t;
     const launch::WeightStatsArgs<T> a{
-        make_raster_args<T>(in, width, height, tile_size, 0, {}), top_k, static_cast<T>(tau_s),
+        make_raster_args<T>(in, width, height, 0, {}), top_k, static_cast<T>(tau_s),
         wsum.data_ptr<T>(), wmax.data_ptr<T>(), n_views.data_ptr<int32_t>(),
         topk_ids.data_ptr<int32_t>(), topk_w.data_ptr<T>()};
     const ScratchBuffer ws(launch::weight_stats_workspace_bytes(a), means2d.device());

@@ -26,6 +26,7 @@ from functools import cache
 
 import torch
 
+from gsrender.contract import ALPHA_MAX
 from gsrender.loc.stats import view_sizes
 from gsrender.reference import quat_to_rotmat
 from gsrender.scene import GaussianModel
@@ -34,7 +35,7 @@ LIBRARY_SIZES = (2, 3, 4)
 # The median screen footprint (px) above which an axis is split; docs/design.md §7's "~2 px".
 DEFAULT_RHO_MAX = 2.0
 DEFAULT_LEVELS = 2
-MAX_OPACITY = 0.99
+MAX_OPACITY = ALPHA_MAX  # the renderer's α cap (0.99)
 
 
 def _pdf(x: float) -> float:

@@ -195,8 +195,8 @@ void run_bin_tiles(const Case& c, Device& d, cudaStream_t s) {
                         C, N, static_cast<int>(c.num("width")), static_cast<int>(c.num("height")),
                         static_cast<int>(c.num("tile_size")), c.flag("sort"),
                         d.input_opt<T>("conics"), d.input_opt<T>("opacities")};
-  const int ts = a.tile_size, TW = (a.width + ts - 1) / ts, TH = (a.height + ts - 1) / ts;
-  int32_t* offsets = d.output<int32_t>("tile_offsets", "int32", {C, TH, TW});
+  const gsrender::TileGrid g = gsrender::make_tile_grid(C, a.width, a.height, a.tile_size);
+  int32_t* offsets = d.output<int32_t>("tile_offsets", "int32", {C, g.tiles_y, g.tiles_x});
   Buffer ends(sizeof(int64_t) * C * N);
   int64_t M = 0;
   if (C * N > 0) {
@@ -226,7 +226,8 @@ gsrender::RasterArgs<T> raster_args(const Case& c, const Device& d, int mode) {
   p.M = c.in("flatten_ids").numel();
   p.width = static_cast<int>(c.num("width")), p.height = static_cast<int>(c.num("height"));
   p.tile_size = static_cast<int>(c.num("tile_size"));
-  p.TW = (p.width + p.tile_size - 1) / p.tile_size, p.TH = (p.height + p.tile_size - 1) / p.tile_size;
+  const gsrender::TileGrid g = gsrender::make_tile_grid(p.C, p.width, p.height, p.tile_size);
+  p.TW = g.tiles_x, p.TH = g.tiles_y;
   p.sorted = mode == 0;
   const Json& wp = c.params().has("weight_params") ? c.params().at("weight_params") : Json();
   p.sigma_w = T(mode == 1 ? wp.arr.at(0).number() : 0.0);

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "gsrender/launch/binning.h"
+#include "gsrender/raster_plan.h"
 #include "gsrender/support_ellipse.h"
 #include "gsrender/tiles.h"
 
@@ -128,8 +129,8 @@ struct Grid {
 template <typename T>
 Grid grid_of(const launch::BinArgs<T>& a) {
   Grid g;
-  g.TW = ceil_div(a.width, a.tile_size), g.TH = ceil_div(a.height, a.tile_size);
-  g.n_tiles = a.C * g.TH * g.TW;
+  const TileGrid tg = make_tile_grid(a.C, a.width, a.height, a.tile_size);
+  g.TW = tg.tiles_x, g.TH = tg.tiles_y, g.n_tiles = tg.count;
   g.tile_bits = 1;
   while ((int64_t(1) << g.tile_bits) < g.n_tiles) ++g.tile_bits;
   return g;

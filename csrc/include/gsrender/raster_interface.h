@@ -54,46 +54,58 @@ inline RasterTarget cpu_raster_target(const at::Tensor& means2d, int64_t tile_si
   return {false, means2d.scalar_type() == at::kFloat, static_cast<int>(tile_size), 0};
 }
 
-// rasterize_fwd's plan from the user's precision string: the one choice of both kernels.
+// rasterize_fwd's plan from the user's precision string: the one choice of both kernels, on the
+// inputs' tile grid (RasterInputs::grid).
 inline RasterPlan plan_rasterize(c10::string_view precision, int64_t mode, bool deterministic,
-                                 const RasterTarget& target) {
+                                 const RasterTarget& target, const TileGrid& grid) {
   RasterPrecision p{};
   TORCH_CHECK_VALUE(parse_raster_precision(precision.data(), precision.size(), &p),
                     "precision must be one of ", kRasterPrecisionChoices, ", got '",
                     std::string(precision.data(), precision.size()), "'");
-  return make_raster_plan(p, mode == 0, deterministic, target);
+  return make_raster_plan(p, mode == 0, deterministic, target, grid);
 }
 
-// The plan as rasterize_fwd returns it: [2] int64 (forward, backward kernel) on the CPU, so
+// The plan as rasterize_fwd returns it: [kPlanFields] int64 on the CPU (store_plan's layout), so
 // that rasterize_bwd and Python read it without a device sync.
 inline at::Tensor plan_tensor(const RasterPlan& plan) {
-  at::Tensor t = at::empty({2}, at::TensorOptions().dtype(at::kLong));
-  t.data_ptr<int64_t>()[0] = static_cast<int64_t>(plan.forward);
-  t.data_ptr<int64_t>()[1] = static_cast<int64_t>(plan.backward);
+  at::Tensor t = at::empty({kPlanFields}, at::TensorOptions().dtype(at::kLong));
+  store_plan(plan, t.data_ptr<int64_t>());
   return t;
 }
 
-// rasterize_bwd's `plan` (rasterize_fwd's output): the backward kernel it names, checked to run
-// on this target and mode (a plan from elsewhere is refused, never re-decided).
-inline RasterKernel planned_backward(const at::Tensor& plan, int64_t mode,
-                                     const RasterTarget& target) {
-  check_shape(plan, "plan", {2});
+// rasterize_bwd's `plan` (rasterize_fwd's output), checked against this call: its backward
+// kernel runs on this target and mode, its tile grid is the inputs' (`grid`), its workspaces are
+// sizes. A plan from elsewhere is refused, never re-decided.
+inline RasterPlan planned_backward(const at::Tensor& plan, int64_t mode,
+                                   const RasterTarget& target, const TileGrid& grid) {
+  check_shape(plan, "plan", {kPlanFields});
   TORCH_CHECK_TYPE(plan.scalar_type() == at::kLong, "plan must have dtype int64, got ",
                    plan.scalar_type());
   TORCH_CHECK_VALUE(plan.device().is_cpu(),
                     "plan must be on the CPU (as rasterize_fwd returns it), got ", plan.device());
-  const int64_t k = plan.contiguous().data_ptr<int64_t>()[1];
+  const int64_t* v = plan.contiguous().data_ptr<int64_t>();
+  const int64_t k = v[1];
   TORCH_CHECK_VALUE(k >= 0 && k < kNumRasterKernels, "plan holds no backward kernel, got ", k);
   TORCH_CHECK_VALUE(raster_kernel_runs(static_cast<RasterKernel>(k), true, mode == 0, target),
                     "plan: the backward kernel '", kRasterKernelNames[k],
                     "' does not run here (pass the plan rasterize_fwd returned for these inputs)");
-  return static_cast<RasterKernel>(k);
+  const RasterPlan p = load_plan(v);
+  TORCH_CHECK_VALUE(p.grid == grid, "plan: its tile grid (tile_size ", p.grid.tile_size, ", ",
+                    p.grid.tiles_x, " x ", p.grid.tiles_y, " tiles, ", p.grid.count,
+                    " in all) is not these inputs' (tile_size ", grid.tile_size, ", ",
+                    grid.tiles_x, " x ", grid.tiles_y, ", ", grid.count,
+                    "): pass the plan rasterize_fwd returned for them");
+  TORCH_CHECK_VALUE(p.forward_workspace >= 0 && p.backward_workspace >= 0,
+                    "plan: workspace sizes must be >= 0, got ", p.forward_workspace, " and ",
+                    p.backward_workspace);
+  return p;
 }
 
 // Validates the tensors every rasterize op shares (both backends) and returns them contiguous;
 // the caller keeps them alive while kernels read them.
 struct RasterInputs {
   at::Tensor means2d, conics, opacities, colors, depths, backgrounds, tile_offsets, flatten_ids;
+  TileGrid grid;  // the tile grid tile_offsets was checked against (make_tile_grid)
 };
 
 inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Tensor& conics,
@@ -131,8 +143,8 @@ inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Ten
   check_image_size(width, height);
   TORCH_CHECK_VALUE(tile_size > 0 && tile_size <= 256, "tile_size must be in [1, 256], got ",
                     tile_size);
-  const int64_t TH = (height + tile_size - 1) / tile_size, TW = (width + tile_size - 1) / tile_size;
-  check_shape(tile_offsets, "tile_offsets", {C, TH, TW});
+  const TileGrid grid = make_tile_grid(C, width, height, tile_size);
+  check_shape(tile_offsets, "tile_offsets", {C, grid.tiles_y, grid.tiles_x});
   check_int32(tile_offsets, "tile_offsets");
   check_shape(flatten_ids, "flatten_ids", {-1});
   check_int32(flatten_ids, "flatten_ids");
@@ -147,7 +159,7 @@ inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Ten
                       "weight_params need sigma >= 0, beta > 0, w_bg > 0");
   return {means2d.contiguous(), conics.contiguous(),       opacities.contiguous(),
           colors.contiguous(),  depths.contiguous(),       bg,
-          tile_offsets.contiguous(), flatten_ids.contiguous()};
+          tile_offsets.contiguous(), flatten_ids.contiguous(), grid};
 }
 
 // The forward outputs and upstream gradients rasterize_bwd receives: shapes and dtypes.
@@ -174,11 +186,10 @@ inline void check_raster_grads(const RasterInputs& in, int64_t width, int64_t he
 }
 
 // Fills RasterArgs from validated inputs (pointers into the contiguous tensors the caller keeps
-// alive).
+// alive; the tile geometry from in.grid).
 template <typename T>
 RasterArgs<T> make_raster_args(const RasterInputs& in, int64_t width, int64_t height,
-                               int64_t tile_size, int64_t mode,
-                               at::ArrayRef<double> weight_params) {
+                               int64_t mode, at::ArrayRef<double> weight_params) {
   RasterArgs<T> a;
   a.means2d = in.means2d.data_ptr<T>();
   a.conics = in.conics.data_ptr<T>();
@@ -191,8 +202,8 @@ RasterArgs<T> make_raster_args(const RasterInputs& in, int64_t width, int64_t he
   a.C = in.means2d.size(0), a.N = in.means2d.size(1), a.CH = in.colors.size(2);
   a.M = in.flatten_ids.numel();
   a.width = static_cast<int>(width), a.height = static_cast<int>(height);
-  a.tile_size = static_cast<int>(tile_size);
-  a.TW = ceil_div(a.width, a.tile_size), a.TH = ceil_div(a.height, a.tile_size);
+  a.tile_size = in.grid.tile_size;
+  a.TW = in.grid.tiles_x, a.TH = in.grid.tiles_y;
   a.sorted = mode == 0;
   a.sigma_w = static_cast<T>(mode == 1 ? weight_params[0] : 0.0);
   a.beta = static_cast<T>(mode == 1 ? weight_params[1] : 1.0);

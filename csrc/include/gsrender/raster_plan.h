@@ -63,17 +63,70 @@ constexpr bool mma_runs(const RasterTarget& t) {
   return t.cuda && t.float32 && t.tile_size == 16 && t.cc_major >= 8;
 }
 
-struct RasterPlan {
-  RasterKernel forward, backward;
+// The call's tile grid: each of the C cameras' images cut into tiles_x × tiles_y square tiles of
+// tile_size pixels (the last row and column clipped to the image); `count` = C·tiles_y·tiles_x
+// tiles, the extent of tile_offsets [C, tiles_y, tiles_x], of the CPU's task list and of the
+// CUDA grid (one block per tile).
+struct TileGrid {
+  int tile_size = 16, tiles_x = 0, tiles_y = 0;
+  int64_t count = 0;
+  constexpr bool operator==(const TileGrid& o) const {
+    return tile_size == o.tile_size && tiles_x == o.tiles_x && tiles_y == o.tiles_y &&
+           count == o.count;
+  }
 };
 
-// The one place a rasterize kernel is chosen.
+// The one place the tile grid is computed (tile_size ≥ 1, checked by the callers).
+constexpr TileGrid make_tile_grid(int64_t cameras, int64_t width, int64_t height,
+                                  int64_t tile_size) {
+  const int64_t tx = (width + tile_size - 1) / tile_size, ty = (height + tile_size - 1) / tile_size;
+  return {static_cast<int>(tile_size), static_cast<int>(tx), static_cast<int>(ty),
+          cameras * ty * tx};
+}
+
+// One call's plan: the kernels, the grid, and the device workspace each planned kernel takes
+// (bytes of scratch the CUDA launchers of gsrender/launch/rasterize.h carve; 0 for kernels that
+// take none: the CUDA scalar ones, and every CPU kernel, which allocates its scratch through
+// ATen). The sizes depend on the launchers' layouts (and cub's sort storage), so the CUDA glue
+// fills them in with make_raster_plan's result (cuda_glue.h plan_rasterize_cuda) once, in the
+// forward; the backward allocates the size the plan names.
+struct RasterPlan {
+  RasterKernel forward = RasterKernel::kScalar, backward = RasterKernel::kScalar;
+  TileGrid grid;
+  int64_t forward_workspace = 0, backward_workspace = 0;
+};
+
+// The plan as rasterize_fwd returns it (an int64 tensor of kPlanFields on the CPU) and Python
+// reads it (_C.raster_plan_fields() names the entries in this order).
+constexpr int kPlanFields = 8;
+inline constexpr const char* kPlanFieldNames[kPlanFields] = {
+    "forward",  "backward", "tile_size",         "tiles_x",
+    "tiles_y",  "tiles",    "forward_workspace", "backward_workspace"};
+
+inline void store_plan(const RasterPlan& p, int64_t* out) {
+  const int64_t v[kPlanFields] = {static_cast<int64_t>(p.forward), static_cast<int64_t>(p.backward),
+                                  p.grid.tile_size, p.grid.tiles_x, p.grid.tiles_y, p.grid.count,
+                                  p.forward_workspace, p.backward_workspace};
+  for (int i = 0; i < kPlanFields; ++i) out[i] = v[i];
+}
+
+// The stored fields back as a plan, unchecked (the kernels' ranges are checked by the caller).
+inline RasterPlan load_plan(const int64_t* in) {
+  RasterPlan p;
+  p.forward = static_cast<RasterKernel>(in[0]), p.backward = static_cast<RasterKernel>(in[1]);
+  p.grid = {static_cast<int>(in[2]), static_cast<int>(in[3]), static_cast<int>(in[4]), in[5]};
+  p.forward_workspace = in[6], p.backward_workspace = in[7];
+  return p;
+}
+
+// The one place a rasterize kernel is chosen; `grid` (make_tile_grid, with t.tile_size) rides
+// along. Workspaces are 0 here: see RasterPlan.
 constexpr RasterPlan make_raster_plan(RasterPrecision p, bool sorted, bool deterministic,
-                                      const RasterTarget& t) {
+                                      const RasterTarget& t, const TileGrid& grid = {}) {
   using K = RasterKernel;
   if (!t.cuda)  // one backward for every forward (exact fp32/fp64); the scalar loop is sorted only
     return {p == RasterPrecision::kFp32 && sorted ? K::kScalar : K::kMatrix,
-            deterministic ? K::kMatrixDet : K::kMatrix};
+            deterministic ? K::kMatrixDet : K::kMatrix, grid};
   K fwd = K::kScalar;  // also where the Tensor Cores do not run (float64, other tiles, < sm_80)
   if (p != RasterPrecision::kFp32 && mma_runs(t))
     fwd = p == RasterPrecision::kBf16 ? K::kMmaBF16
@@ -83,7 +136,7 @@ constexpr RasterPlan make_raster_plan(RasterPrecision p, bool sorted, bool deter
   const K bwd = deterministic                            ? K::kScalarDet
                 : fwd == K::kMmaF16 || fwd == K::kMmaBF16 ? fwd
                                                           : K::kScalar;
-  return {fwd, bwd};
+  return {fwd, bwd, grid};
 }
 
 // Whether `k` can run as the forward (backward = false) or backward kernel on target t in the

@@ -1,4 +1,5 @@
-// Which pixels a projected Gaussian can touch, and the tile grid. Shared by binning, packing and
+// Which pixels a projected Gaussian can touch, and a tile's pixels (the grid itself:
+// gsrender/raster_plan.h make_tile_grid). Shared by binning, packing and
 // both backends, so the image never depends on tile size or packing (docs/design.md §3 "Support").
 #pragma once
 #include <cmath>
@@ -43,8 +44,6 @@ GSR_HOST_DEVICE PixelBox pixel_box(T mx, T my, int rx, int ry, int width, int he
   b.y1 = b.y1 > height - 1 ? height - 1 : b.y1;
   return b;
 }
-
-GSR_HOST_DEVICE int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // The pixels of tile (tx, ty) inside the image.
 GSR_HOST_DEVICE PixelBox tile_pixels(int tx, int ty, int tile_size, int width, int height) {
