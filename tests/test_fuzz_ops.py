@@ -444,7 +444,8 @@ class _Fuzzer:
             C, H, W = 1, 1, 1
             render, alphas = t.zeros(C, H, W, 1), t.zeros(C, H, W, 1)
             last_ids, aux = t.zeros(C, H, W, dtype=t.int32), t.zeros(C, H, W)
-            plan = t.tensor([1, 1])
+            from gsrender import ops  # a plan of the right shape: the inputs are what is refused
+            plan = t.tensor([1, 1] + [0] * (len(ops.PLAN_FIELDS) - 2))
         g = t.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
         v_render = t.randn(render.shape, generator=g, dtype=render.dtype)
         v_alphas = t.randn(alphas.shape, generator=g, dtype=alphas.dtype)
