@@ -542,12 +542,20 @@ def test_raw_rasterize_weighted_needs_weight_params(raw_f32):
         _raises(ValueError, "weight_params", OPS.rasterize_fwd, *a)
 
 
-@pytest.mark.parametrize("plan, error", [
-    (torch.tensor([1, 1, 1]), ValueError), (torch.tensor([1.0, 1.0]), TypeError),
-    (torch.tensor([1, 7]), ValueError), (torch.tensor([1, -1]), ValueError),
-    (torch.tensor([1, 2]), ValueError),  # mma_f16: a CUDA kernel
-    (torch.tensor([1, 0]), ValueError)])  # scalar: the CPU backward is matrix / matrix_det
-def test_raw_rasterize_bwd_bad_plan(raw_f32, plan, error):
+@pytest.mark.parametrize("kernels, error", [
+    (None, ValueError), ("float", TypeError),  # the old 2-entry plan; a float plan
+    ((1, 7), ValueError), ((1, -1), ValueError),
+    ((1, 2), ValueError),  # mma_f16: a CUDA kernel
+    ((1, 0), ValueError)])  # scalar: the CPU backward is matrix / matrix_det
+def test_raw_rasterize_bwd_bad_plan(raw_f32, kernels, error):
+    good = raw_f32["rasterize_bwd"][19]  # the forward's plan: its grid and workspaces kept
+    if kernels is None:
+        plan = good[:2].clone()
+    elif kernels == "float":
+        plan = good.double()
+    else:
+        plan = good.clone()
+        plan[:2] = torch.tensor(kernels)
     _raises(error, "plan", _call, "rasterize_bwd", raw_f32["rasterize_bwd"], 19, plan)
 
 

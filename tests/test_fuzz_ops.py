@@ -156,6 +156,8 @@ class _Fuzzer:
     def __init__(self, torch):
         self.t = torch
         self.O = torch.ops.gsrender
+        from gsrender import ops
+        self.plan_len = len(ops.PLAN_FIELDS)  # rasterize's plan output
         self.ops = {
             "project_fwd": (self._project_fwd_args, self._check_project_fwd),
             "project_bwd": (self._project_bwd_args, self._check_project_bwd),
@@ -444,8 +446,8 @@ class _Fuzzer:
             C, H, W = 1, 1, 1
             render, alphas = t.zeros(C, H, W, 1), t.zeros(C, H, W, 1)
             last_ids, aux = t.zeros(C, H, W, dtype=t.int32), t.zeros(C, H, W)
-            from gsrender import ops  # a plan of the right shape: the inputs are what is refused
-            plan = t.tensor([1, 1] + [0] * (len(ops.PLAN_FIELDS) - 2))
+            # a plan of the right shape: the inputs are what is refused
+            plan = t.tensor([1, 1] + [0] * (self.plan_len - 2))
         g = t.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
         v_render = t.randn(render.shape, generator=g, dtype=render.dtype)
         v_alphas = t.randn(alphas.shape, generator=g, dtype=alphas.dtype)
@@ -502,7 +504,7 @@ class _Fuzzer:
         t = self.t
         C, dt, CH, W, H = a[0].shape[0], a[0].dtype, a[3].shape[2], a[8], a[9]
         self._expect(out, [((C, H, W, CH), dt), ((C, H, W, 1), dt), ((C, H, W), t.int32),
-                           ((C, H, W), dt), ((C, 3), t.int64), ((2,), t.int64)])
+                           ((C, H, W), dt), ((C, 3), t.int64), ((self.plan_len,), t.int64)])
         M = a[7].shape[0]
         assert ((out[2] >= 0) & (out[2] <= M)).all(), "last_ids outside [0, M]"
 
