@@ -65,12 +65,11 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
     int32_t stop_at = n_list;
     for (int q = 0; q < count[sg]; ++q) {
       const TileEntry<T>& e = kept[list[q]];
-      const RowGaussian<T>& g = e.g;
-      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - px, g.my - seg.py);
+      const V al = e.row_alpha(seg.py)(px);
       evals -= alive;  // masks are −1: counts up
       V w;
       M stop;
-      const M on = comp.take(alive & (al != T(0)), al, V{} + g.phi, w, stop);
+      const M on = comp.take(alive & (al != T(0)), al, V{} + e.g.phi, w, stop);
       if (sorted) last = lane_select(on, M{} + (start + e.i + 1), last);
       alive = mask_and_not(alive, stop);
       useful -= on;
