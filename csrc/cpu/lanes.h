@@ -106,26 +106,44 @@ __attribute__((always_inline)) inline auto lane_sum(const V& v) {
   return s;
 }
 
-// α of one Gaussian at the 8 pixel centres (px, py), dx = mx − px: gsrender::pair_alpha's rule.
-// float runs it on vectors (exp_nonpositive, < 1e-7 relative error); float64 runs the shared
-// scalar formula lane by lane (it serves gradcheck).
+// α of one Gaussian along one pixel row (py), at 8 pixel centres px a call: gsrender::pair_alpha's
+// rule. Built once per (row segment, Gaussian) from its scalars; the forward and the backward's
+// replay both evaluate α through it, so they agree bit for bit. float64 runs the shared scalar
+// formula lane by lane (it serves gradcheck).
 template <typename T>
-__attribute__((always_inline)) inline typename Lanes<T>::V lane_alpha(
-    T opacity, T a, T b, T c, const typename Lanes<T>::V& dx, T dy) {
-  typename Lanes<T>::V al;
-  for (int i = 0; i < kLanes; ++i) al[i] = pair_alpha<T>(opacity, gaussian_sigma<T>(a, b, c, dx[i], dy));
-  return al;
-}
+struct RowAlpha {
+  using V = typename Lanes<T>::V;
+  T opacity, a, b, c, mx, dy;
+  RowAlpha(T opacity_, T /*log_opacity*/, T mx_, T my, T a_, T b_, T c_, T py)
+      : opacity(opacity_), a(a_), b(b_), c(c_), mx(mx_), dy(my - py) {}
+  __attribute__((always_inline)) V operator()(const V& px) const {
+    V al;
+    for (int i = 0; i < kLanes; ++i)
+      al[i] = pair_alpha<T>(opacity, gaussian_sigma<T>(a, b, c, mx - px[i], dy));
+    return al;
+  }
+};
 
+// float: along the row σ = ½a·dx² + b·dy·dx + ½c·dy² is a quadratic in dx = mx − px, so with
+// ln o folded in, ln(o·e^{−σ}) = E − (½a·dx + b·dy)·dx, E = ln o − ½c·dy², is two FMAs per 8
+// lanes from three per-row scalars; then one exp (exp_nonpositive: x > 0, from o > 1, gives 1,
+// which the 0.99 cap makes exact). pair_alpha's σ ≥ 0 test is not repeated: the row kernels only
+// see Gaussians the tile test kept (a > 0, ac − b² > 0: set_row_support), where σ ≥ 0 holds, and
+// in float it could only fire on rounding at σ ≈ 0, where α = o is the right value.
 template <>
-__attribute__((always_inline)) inline Lanes<float>::V lane_alpha<float>(float opacity, float a,
-                                                                        float b, float c,
-                                                                        const f8& dx, float dy) {
-  const f8 sigma = 0.5f * (a * dx * dx + c * dy * dy) + b * dx * dy;
-  f8 al = opacity * exp_nonpositive(-sigma);
-  al = al < splat(float(kAlphaMax)) ? al : splat(float(kAlphaMax));
-  return (al >= splat(float(kAlphaMin))) & (sigma >= splat(0.0f)) ? al : splat(0.0f);
-}
+struct RowAlpha<float> {
+  float ha, bdy, e, mx;
+  RowAlpha(float, float log_opacity, float mx_, float my, float a, float b, float c, float py) {
+    const float dy = my - py;
+    ha = 0.5f * a, bdy = b * dy, e = log_opacity - 0.5f * c * dy * dy, mx = mx_;
+  }
+  __attribute__((always_inline)) f8 operator()(const f8& px) const {
+    const f8 dx = mx - px;
+    f8 al = exp_nonpositive(e - (ha * dx + bdy) * dx);
+    al = al < splat(float(kAlphaMax)) ? al : splat(float(kAlphaMax));
+    return al >= splat(float(kAlphaMin)) ? al : splat(0.0f);
+  }
+};
 
 }  // namespace cpu
 }  // namespace gsrender

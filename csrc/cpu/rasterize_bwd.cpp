@@ -115,7 +115,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       if (en.i >= end) break;
       const RowGaussian<T>& g = en.g;
       const M live = (M{} + en.i) < last[sg];
-      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - seg.px[sg], g.my - seg.py);
+      const V al = en.row_alpha(seg.py)(seg.px[sg]);
       const M c = live & (al != T(0));
       const size_t e = sg * cap + ne[sg];  // kept only when some lane contributes
       s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = comp.trans;

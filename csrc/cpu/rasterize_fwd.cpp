@@ -25,28 +25,40 @@ struct FwdScratch {
   std::vector<int32_t> list;            // [segments, cap]: one row's entries per segment
   LaneVector<V> w;                      // [cap]: one segment's contributing weights
   std::vector<const T*> rows;            // [cap]: their channel rows
+  std::vector<int32_t> at;              // [cap]: their tile-list positions
   std::vector<int32_t> halves;          // [2, cap]: those lighting each 4-pixel half
   LaneVector<V> acc;                    // [CH]: one segment's output, channel-major
   int64_t listed = 0, computed = 0, useful = 0;
 };
 
+// Sorted mode: 1 + the tile-list position of lane l's last contributing pair (start when none),
+// from the segment's contributing pairs: the last weight nonzero on that lane (w ≠ 0 exactly
+// where the lane contributes: α ≥ 1/255 and T ≥ 1e-4). Walked back from the end, where nearly
+// every pixel's last contributor is, instead of a select per pair in the scan.
+template <typename V>
+int32_t last_contributor(const V* W, const int32_t* I, int nw, int l, int32_t start) {
+  for (int k = nw - 1; k >= 0; --k)
+    if (W[k][l] != 0) return start + I[k] + 1;
+  return start;
+}
+
 // One image row of a tile, segment by segment: the Gaussians whose support crosses the segment
 // front to back, α and the transmittance scan as vectors over its 8 pixels (the state in
 // registers, no branch per pair but the saturation stop), stopping as soon as all its pixels
 // saturate; then OUT = Wᵀ·F as register-blocked GEMM over its contributing Gaussians only, and
-// the pixels' outputs.
-template <typename T>
+// the pixels' outputs. kSorted: a.sorted, fixed at compile time so the scan carries no mode branch.
+template <typename T, bool kSorted>
 void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32_t n_list,
                 FwdScratch<T>& s, const FwdOut<T>& o) {
   using V = typename Lanes<T>::V;
   using M = typename Lanes<T>::M;
   const int64_t CH = a.CH, n_vec = CH / kLanes, c_vec = n_vec * kLanes;
-  const bool sorted = a.sorted;
+  constexpr bool sorted = kSorted;
   const int y = s.tile.y0 + r;
   const RowSegments<T> seg(s.tile.x0, s.tile.x1, y);
   const size_t cap = static_cast<size_t>(s.tile.row_start[r + 1] - s.tile.row_start[r]);
   if (s.list.size() < seg.n * cap) s.list.resize(seg.n * cap);
-  if (s.w.size() < cap) s.w.resize(cap), s.rows.resize(cap), s.halves.resize(2 * cap);
+  if (s.w.size() < cap) s.w.resize(cap), s.rows.resize(cap), s.at.resize(cap), s.halves.resize(2 * cap);
   int32_t* const halves[2] = {s.halves.data(), s.halves.data() + cap};
   int count[kMaxSegments];
   seg.bucket(s.tile, r, s.list.data(), cap, count);
@@ -55,35 +67,39 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
   V* acc = s.acc.data();
   V* W = s.w.data();
   const T** R = s.rows.data();
+  int32_t* I = s.at.data();
   M evals{}, useful{};
   for (int sg = 0; sg < seg.n; ++sg) {
     const int32_t* list = s.list.data() + sg * cap;
     const V px = seg.px[sg];
     Compositor<V, M, T> comp{sorted};
-    M alive = seg.inside[sg], last = M{} + start;
-    int nw = 0;
+    M alive = seg.inside[sg];
+    M stopped{};  // per lane, q + 1 of the pair it stopped at (0: not stopped)
+    int nw = 0, q = 0;
     int32_t stop_at = n_list;
-    for (int q = 0; q < count[sg]; ++q) {
+    for (; q < count[sg]; ++q) {
       const TileEntry<T>& e = kept[list[q]];
-      const RowGaussian<T>& g = e.g;
-      const V al = lane_alpha<T>(g.opacity, g.a, g.b, g.c, g.mx - px, g.my - seg.py);
-      evals -= alive;  // masks are −1: counts up
+      const V al = e.row_alpha(seg.py)(px);
       V w;
       M stop;
-      const M on = comp.take(alive & (al != T(0)), al, V{} + g.phi, w, stop);
-      if (sorted) last = lane_select(on, M{} + (start + e.i + 1), last);
-      alive = mask_and_not(alive, stop);
-      useful -= on;
+      const M on = comp.take(alive & (al != T(0)), al, V{} + e.g.phi, w, stop);
+      useful -= on;  // masks are −1: counts up
       // kept only when some lane contributes (the slot is overwritten otherwise); one fold
-      // answers both "some lane on" (bit 0) and "some lane alive" (bit 1)
-      const uint32_t any = lane_bits((on & 1) | (alive & 2));
-      W[nw] = w, R[nw] = s.feats.row(list[q], CH);
+      // answers both "some lane on" (bit 0) and "some lane stops" (bit 1)
+      const uint32_t any = lane_bits((on & 1) | (stop & 2));
+      W[nw] = w, R[nw] = s.feats.row(list[q], CH), I[nw] = e.i;
       nw += any & 1;
-      if (sorted && !(any & 2)) {
-        stop_at = e.i + 1;
-        break;
+      if (sorted && (any & 2)) {  // rare: a pixel saturates here
+        alive = mask_and_not(alive, stop);
+        stopped = lane_select(stop, M{} + (q + 1), stopped);
+        if (!any_lane(alive)) {
+          stop_at = e.i + 1, ++q;
+          break;
+        }
       }
     }
+    // each lane was evaluated up to its stop, or over the q pairs scanned
+    evals += seg.inside[sg] & lane_select(stopped != 0, stopped, M{} + q);
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
     const int64_t pix0 = (cam * a.height + y) * a.width + sx;
     // whole 8-channel vectors channel-major, straight into the pixels' outputs
@@ -106,7 +122,7 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
       const Compositor<T> pc = comp.lane(l);
       for (int64_t c = c_vec; c < CH; ++c) dst[c] = pc.resolve(acc[c][l], bg ? bg[c] : T(0), a.w_bg);
       o.aux[pix] = pc.aux(a.w_bg);
-      o.last_ids[pix] = sorted ? static_cast<int32_t>(last[l]) : start + n_list;
+      o.last_ids[pix] = sorted ? last_contributor(W, I, nw, l, start) : start + n_list;
       o.alphas[pix] = T(1) - pc.trans;
     }
   }
@@ -121,7 +137,9 @@ void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, 
   TileRows<T>& tr = s.tile;
   tr.build(a, gs, tx, ty, start, end, /*prefetch_features=*/false);
   s.feats.gather(a, tr);
-  for (int r = 0; r <= tr.y1 - tr.y0; ++r) render_row(a, cam, r, start, end - start, s, o);
+  for (int r = 0; r <= tr.y1 - tr.y0; ++r)
+    a.sorted ? render_row<T, true>(a, cam, r, start, end - start, s, o)
+             : render_row<T, false>(a, cam, r, start, end - start, s, o);
 }
 
 // The 3DGS/gsplat-style baseline: one pixel at a time over the whole tile list, channel loop

@@ -75,6 +75,12 @@ template <typename T>
 struct TileEntry {
   RowGaussian<T> g;
   int32_t i, id;  // its tile-list position and flat id
+  T log_opacity;  // ln o, for RowAlpha
+
+  // Its α along the pixel row whose centres are at y = py (the forward's and the backward's).
+  RowAlpha<T> row_alpha(T py) const {
+    return RowAlpha<T>(g.opacity, log_opacity, g.mx, g.my, g.a, g.b, g.c, py);
+  }
 };
 
 template <typename T>
@@ -160,7 +166,8 @@ struct TileRows {
       const RowGaussian<T>& g = gs[ids[i]];
       if (!support_meets_tile<T>(g, px)) continue;  // bin_tiles with conics dropped it already
       const int r0 = std::max(g.box.y0, y0) - y0, r1 = std::min(g.box.y1, y1) - y0;
-      kept.push_back({g, i, ids[i]});
+      // ln o from the support's ln(255·o) (o > 1/255 here), in double as it
+      kept.push_back({g, i, ids[i], T(g.level - std::log(kAlphaMinInv))});
       span.insert(span.end(), {r0, r1});
       const size_t at = cross.size();
       cross.resize(at + (r1 - r0 + 1));

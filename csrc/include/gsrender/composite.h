@@ -23,7 +23,10 @@ namespace gsrender {
 // Per-lane select and a ∧ ¬b, for bool masks and for vector masks.
 template <typename M, typename V>
 GSR_HOST_DEVICE V lane_select(const M& m, const V& a, const V& b) {
-  return m ? a : b;
+  if constexpr (std::is_same_v<M, bool>)
+    return m ? a : b;
+  else
+    return m < 0 ? a : b;  // 0 / −1 lanes: the sign bit is the blend's own test (no compare)
 }
 template <typename M>
 GSR_HOST_DEVICE M mask_and_not(const M& a, const M& b) {
