@@ -1,10 +1,11 @@
 """Side-by-side A/B of two gsrender builds on issue 14's scene (benchmarks/cpu_render.py
 issue_scene / target_case): alternating subprocesses, one per build per round, so both see the
-same machine load; prints each build's medians over the rounds and the ratio. --stages: the
+same machine load; prints each build's medians over the rounds and the ratio (outside_ms: the
+forward's time outside its timed stages — input checks, glue, freeing its outputs). --stages: the
 per-Gaussian stages alone (project, sh, bin; benchmarks/cpu_stages_loop.py, the raster stubbed),
 cheap enough for 1M Gaussians.
 
-    python benchmarks/cpu_ab.py --base /work/main [--new .] [--rounds 2] [--n 100000] [--D 0,64]
+    python benchmarks/cpu_ab.py --base /work/main [--new .] [--rounds 2] [--n 100000] [--D 0,64] [--no-train]
     python benchmarks/cpu_ab.py --base /work/main --stages --n 1000000 [--size 512]
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ HERE = Path(__file__).resolve()
 CHILD = r'''
 import sys, json, importlib.util
 root, bench, n, ds, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), int(sys.argv[5])
+train = sys.argv[6] == "1"
 sys.path.insert(0, root)
 import gsrender
 assert gsrender.__file__.startswith(root), gsrender.__file__
@@ -27,7 +29,7 @@ spec = importlib.util.spec_from_file_location("cpu_render", bench)
 cr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cr)
 sc = cr.issue_scene(n, 512)
-print(json.dumps([cr.target_case(sc, d, runs, 1, scalar=False, train=True) for d in ds]))
+print(json.dumps([cr.target_case(sc, d, runs, 1, scalar=False, train=train) for d in ds]))
 '''
 # --stages: argv as CHILD's, ds = [size]
 STAGES_CHILD = r'''
@@ -42,12 +44,14 @@ spec.loader.exec_module(sl)
 assert sl.ops.__file__.startswith(root), sl.ops.__file__
 print(json.dumps([sl.stages_case(n, ds[0], runs)]))
 '''
-KEYS = ("fwd_ms", "fwd_bwd_ms", "stages_ms.bin", "stages_ms.raster_fwd", "pairs", "pairs_computed",
-        "pairs_contributing")
+KEYS = ("fwd_ms", "outside_ms", "fwd_bwd_ms", "stages_ms.project", "stages_ms.sh", "stages_ms.bin",
+        "stages_ms.raster_fwd", "pairs", "pairs_computed", "pairs_contributing")
 STAGE_KEYS = ("per_gaussian_ms", "stages_ms.project", "stages_ms.sh", "stages_ms.bin", "pairs")
 
 
 def _get(c: dict, key: str):
+    if key == "outside_ms":  # the forward's time outside its timed stages (checks, glue, frees)
+        return c["fwd_ms"] - sum(c["stages_ms"].values())
     a, _, b = key.partition(".")
     return c[a][b] if b else c[a]
 
@@ -62,6 +66,7 @@ def main(argv=None) -> int:
     p.add_argument("--D", default="0,64", help="feature widths, comma-separated")
     p.add_argument("--stages", action="store_true", help="the per-Gaussian stages alone (RGB)")
     p.add_argument("--size", type=int, default=512, help="--stages: the image side")
+    p.add_argument("--no-train", action="store_true", help="forward only (no forward + backward)")
     a = p.parse_args(argv)
     roots = {"base": str(Path(a.base).resolve()), "new": str(Path(a.new).resolve())}
     ds = [a.size] if a.stages else [int(d) for d in a.D.split(",")]
@@ -70,13 +75,16 @@ def main(argv=None) -> int:
     for r in range(a.rounds):
         for name in (list(roots) if r % 2 == 0 else list(roots)[::-1]):
             out = subprocess.run([sys.executable, "-c", child, roots[name], str(HERE.with_name("cpu_render.py")),
-                                  str(a.n), json.dumps(ds), str(a.runs)], capture_output=True, text=True)
+                                  str(a.n), json.dumps(ds), str(a.runs), "0" if a.no_train else "1"],
+                                 capture_output=True, text=True)
             if out.returncode:
                 print(out.stderr[-2000:], file=sys.stderr)
                 return 1
             res[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
     for i, d in enumerate(ds):
         for key in keys:
+            if key == "fwd_bwd_ms" and a.no_train:
+                continue
             m = {k: statistics.median(_get(x[i], key) for x in v) for k, v in res.items()}
             print(f"{'size' if a.stages else 'D'}={d} {key}: base {m['base']:.1f}  new {m['new']:.1f}  base/new {m['base'] / m['new']:.2f}")
     return 0

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "gsrender/host_alloc.h"
 #include "gsrender/raster_interface.h"
 #include "gsrender/support_ellipse.h"
 #include "isa.h"
@@ -125,7 +126,7 @@ std::tuple<at::Tensor, at::Tensor> bin_tiles_impl(const BinInputs<T>& in, const 
     offs[t] = pos;
     for (int64_t p = 0; p < P; ++p) pos += std::exchange(cursor[p * n_tiles + t], pos);
   }
-  at::Tensor flatten_ids = at::empty({M}, radii.options());
+  at::Tensor flatten_ids = empty_host({M}, radii.options());
   int32_t* ids = flatten_ids.data_ptr<int32_t>();
   cpu::parallel_for(0, P, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {

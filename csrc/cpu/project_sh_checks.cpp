@@ -5,6 +5,7 @@
 #include <ATen/ops/zeros.h>
 
 #include "gsrender/checks.h"
+#include "gsrender/host_alloc.h"
 #include "gsrender/sh.h"
 
 namespace gsrender {
@@ -102,8 +103,8 @@ ProjectInputs prepare_project_inputs(const at::Tensor& means, const at::Tensor& 
 }
 
 ProjectOutputs empty_project_outputs(int64_t C, int64_t N, const at::TensorOptions& opts) {
-  return {at::empty({C, N, 2}, opts.dtype(at::kInt)), at::empty({C, N, 2}, opts),
-          at::empty({C, N}, opts), at::empty({C, N, 3}, opts), at::empty({C, N}, opts)};
+  return {empty_output({C, N, 2}, opts.dtype(at::kInt)), empty_output({C, N, 2}, opts),
+          empty_output({C, N}, opts), empty_output({C, N, 3}, opts), empty_output({C, N}, opts)};
 }
 
 ProjectGradInputs prepare_project_grads(const at::Tensor& means, int64_t C, int64_t N,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gsrender/checks.h"
+#include "gsrender/host_alloc.h"
 #include "gsrender/project_sh_checks.h"
 #include "gsrender/sh.h"
 #include "isa.h"
@@ -105,7 +106,7 @@ Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& ca
   const bool per_camera = feat.defined() && feat.dim() == 3;
   const Tensor means_c = means.contiguous(), campos_c = campos.contiguous(),
                coeffs_c = coeffs.contiguous(), depths_c = depths.contiguous();
-  Tensor out = at::empty({C, N, CH}, means.options());  // [C, N, 4 + D]
+  Tensor out = empty_host({C, N, CH}, means.options());  // [C, N, 4 + D]
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "sh_channels_fwd_cpu", [&] {
     using T = scalar_t;
     const T* mp = means_c.data_ptr<T>();

@@ -12,6 +12,7 @@
 
 #include "gsrender/checks.h"
 #include "gsrender/common.h"
+#include "gsrender/host_alloc.h"
 #include "gsrender/raster_args.h"
 #include "gsrender/raster_plan.h"
 #include "gsrender/tiles.h"
@@ -219,11 +220,12 @@ struct RasterOutputs {
 };
 using RasterFwdResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor,
                                    at::Tensor>;
+// (Host images on huge pages: gsrender/host_alloc.h.)
 inline RasterOutputs empty_raster_outputs(int64_t C, int64_t height, int64_t width, int64_t CH,
                                           const at::TensorOptions& opts) {
-  return {at::empty({C, height, width, CH}, opts), at::empty({C, height, width, 1}, opts),
-          at::empty({C, height, width}, opts.dtype(at::kInt)), at::empty({C, height, width}, opts),
-          at::zeros({C, 3}, opts.dtype(at::kLong))};
+  return {empty_output({C, height, width, CH}, opts), empty_output({C, height, width, 1}, opts),
+          empty_output({C, height, width}, opts.dtype(at::kInt)),
+          empty_output({C, height, width}, opts), at::zeros({C, 3}, opts.dtype(at::kLong))};
 }
 
 // rasterize_bwd's contiguous saved outputs and incoming gradients, and its zeroed gradient
