@@ -90,12 +90,14 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       pg.start(io.aux[pix], io.alphas[pix], io.v_alphas[pix]);
       const T* out = io.render + pix * CH;
       for (int64_t c = 0; c < CH; ++c) {
-        gp[c] = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
-        s.v_bg[c] += pg.v_bg(vr[c], a.w_bg);
+        const T gc = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
+        gp[c] = gc, gt[c][l] = gc;
       }
+      // (v_backgrounds is only returned with backgrounds: no per-pixel sums without them)
+      if (bg)
+        for (int64_t c = 0; c < CH; ++c) s.v_bg[c] += pg.v_bg(vr[c], a.w_bg);
       pg.seal();
       grad[sg].set_lane(l, pg);
-      for (int64_t c = 0; c < CH; ++c) gt[c][l] = gp[c];
     }
     if (!sorted) last[sg] = seg.inside[sg] & (M{} + s.n);  // weighted: every listed Gaussian
   }
