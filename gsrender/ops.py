@@ -129,7 +129,8 @@ def _sh_channels_backward(ctx, v_channels):
                                                            v_channels.contiguous())
     if ctx.features_dim is not None:  # a shared [N,D] feature is every camera's: summed over C
         v_features = v_channels[..., 4:]
-        v_features = v_features.sum(0) if ctx.features_dim == 2 else v_features
+        if ctx.features_dim == 2:  # (one camera: its view, not a sum that copies [N, D])
+            v_features = v_features[0] if v_features.shape[0] == 1 else v_features.sum(0)
     return None, v_means, v_campos, v_coeffs, v_channels[..., 3], v_features
 
 
@@ -230,6 +231,16 @@ def _rasterize_backward(ctx, v_render, v_alphas, v_last_ids, v_aux, v_stats, v_p
 
 torch.library.register_autograd("gsrender::rasterize_fwd", _rasterize_backward,
                                 setup_context=_rasterize_setup)
+
+
+def split_render(render, has_features: bool):
+    """rasterize's render [C,H,W,4+D] -> colors [C,H,W,3], depths [C,H,W,1], features [C,H,W,D]
+    (None when not has_features): views by torch.split, whose backward writes one [C,H,W,4+D]
+    gradient (a concatenation, zeros for the views nobody used). Separate slices would each
+    build a zero-filled full-size gradient and autograd would add them: at D = 64, 512², two
+    71 MB buffers filled, copied into and summed per training step."""
+    colors, depths, features = torch.split(render, [3, 1, render.shape[-1] - 4], dim=-1)
+    return colors, depths, features if has_features else None
 
 
 @torch.library.register_fake("gsrender::rasterize_bwd")

@@ -189,8 +189,9 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
             "tile_height": -(-height // tile_size), "stats": stats, "plan": plan}
     if profile:
         meta["timings_ms"] = timings
-    return RenderOutput(colors=render[..., :3], depths=render[..., 3:4], alphas=alphas,
-                        features=render[..., 4:] if features is not None else None, meta=meta)
+    colors_out, depths_out, features_out = ops.split_render(render, features is not None)
+    return RenderOutput(colors=colors_out, depths=depths_out, alphas=alphas,
+                        features=features_out, meta=meta)
 
 
 def raster_plan(meta: dict) -> dict:

@@ -26,8 +26,7 @@ struct BwdScratch {
   using V = typename Lanes<T>::V;
   TileRows<T> tile;
   TileFeatures<T> feats;         // the tile's kept feature rows, contiguous (row k: kept entry k)
-  const int32_t* ids = nullptr;  // the tile's run of flatten_ids
-  int32_t n = 0;                 // its length
+  int32_t n = 0;                 // the tile's list length
   int64_t chp = 0;               // CH rounded up to whole vectors: the stride of g and v_color
   std::vector<int32_t> list;     // [segments, cap]: a row's tile entries per segment
   std::vector<int32_t> ent;      // [segments, cap]: tile entries of a row's contributing pairs
@@ -38,17 +37,23 @@ struct BwdScratch {
   std::vector<T*> ent_v_rows;       // [segments, cap]: their rows of v_color
   std::vector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
   LaneVector<V> gt;              // [segments, CH] the same, channel-major
-  LaneVector<V> part;            // [n, kGradFields]: per-entry α-chain sums, lane-wise
-  std::vector<AlphaGrad<T>> grad2d;  // [n] per tile-list entry (the lanes summed)
-  std::vector<T> v_color;             // [n, chp]
-  std::vector<T> v_depth;             // [n]
-  std::vector<char> touched;         // [n]
+  // Per kept entry k (tile.kept's order): what the tile's pairs add to its gradients.
+  LaneVector<V> part;            // [kept, kGradFields]: the α-chain sums, lane-wise
+  std::vector<T> v_color;        // [kept, chp]
+  std::vector<char> touched;     // [kept]
+  // The touched kept entries, in list order, and their 2D-parameter sums packed in one vector
+  // (det_pass.h's field order, lane 7 zero), for the outputs.
+  std::vector<int32_t> done;
+  LaneVector<V> sum2d;
   std::vector<T> v_bg;                // [CH]
 };
 
 // Lane-wise partial sums of AlphaGrad's fields (and, weighted, dL/dz) per tile-list entry; kGO
 // holds Σ dL/dσ·... = −Σ v_α·α, divided by the opacity once per entry.
 enum { kGMx, kGMy, kGA, kGB, kGC, kGO, kGZ, kGradFields };
+static_assert(kDetMeanX == 0 && kDetMeanY == 1 && kDetConicA == 2 && kDetConicB == 3 &&
+                  kDetConicC == 4 && kDetOpacity == 5 && kDetDepth == 6 && kDetFields <= kLanes,
+              "BwdScratch::sum2d and packed: det_pass.h's fields in order, in one vector");
 
 // One image row of a tile, backward: the row's Gaussians front to back recompute α and the
 // transmittance as the forward did (8 pixels a vector, each lane up to its last contributor),
@@ -85,12 +90,14 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       pg.start(io.aux[pix], io.alphas[pix], io.v_alphas[pix]);
       const T* out = io.render + pix * CH;
       for (int64_t c = 0; c < CH; ++c) {
-        gp[c] = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
-        s.v_bg[c] += pg.v_bg(vr[c], a.w_bg);
+        const T gc = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
+        gp[c] = gc, gt[c][l] = gc;
       }
+      // (v_backgrounds is only returned with backgrounds: no per-pixel sums without them)
+      if (bg)
+        for (int64_t c = 0; c < CH; ++c) s.v_bg[c] += pg.v_bg(vr[c], a.w_bg);
       pg.seal();
       grad[sg].set_lane(l, pg);
-      for (int64_t c = 0; c < CH; ++c) gt[c][l] = gp[c];
     }
     if (!sorted) last[sg] = seg.inside[sg] & (M{} + s.n);  // weighted: every listed Gaussian
   }
@@ -121,7 +128,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = comp.trans;
       s.ent_w[e] = comp.advance(c, al, V{} + g.phi);
       s.ent_rows[e] = s.feats.row(list[q], CH);
-      s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(en.i) * chp;
+      s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(list[q]) * chp;
       ne[sg] += any_lane(c);
     }
     pair_dots<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
@@ -134,15 +141,14 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   for (int sg = 0; sg < nseg; ++sg) {
     for (int k = ne[sg] - 1; k >= 0; --k) {
       const size_t e = sg * cap + k;
-      const TileEntry<T>& en = s.tile.kept[s.ent[e]];
-      const int32_t i = en.i;
-      const RowGaussian<T>& g = en.g;
+      const int32_t kk = s.ent[e];  // its kept entry
+      const RowGaussian<T>& g = s.tile.kept[kk].g;
       const V al = s.ent_al[e];
       const V w = s.ent_w[e];
       const V v_w = s.ent_v_w[e];  // dL/dw per pixel: G·f
-      s.touched[i] = 1;
+      s.touched[kk] = 1;
       const M on = al != T(0);
-      V* part = s.part.data() + size_t(i) * kGradFields;
+      V* part = s.part.data() + size_t(kk) * kGradFields;
       V net{};  // weighted only
       const V v_al = grad[sg].step(al, s.ent_tr[e], w, v_w, V{} + g.phi, &net);
       if (!sorted) part[kGZ] += on ? net * al : V{};
@@ -162,40 +168,41 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   }
 }
 
-// One (camera, tile) task: the tile's per-entry sums in s.grad2d / s.v_color / s.v_depth / s.touched
-// and its v_backgrounds share added to s.v_bg.
+// One (camera, tile) task: the touched kept entries' sums in s.done / s.sum2d / s.v_color and
+// the tile's v_backgrounds share added to s.v_bg.
 template <typename T>
 void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const RasterBwdIO<T>& io,
                    int64_t t, BwdScratch<T>& s) {
+  using V = typename Lanes<T>::V;
   const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
   const int64_t cam = t / tiles_per_cam;
   const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
   const int32_t start = a.tile_start(t), stop = a.tile_end(t);
-  const int32_t n = stop - start;
-  s.ids = a.flatten_ids + start, s.n = n;
+  s.n = stop - start;
   s.tile.build(a, gs, tx, ty, start, stop, /*prefetch_features=*/false);
   s.feats.gather(a, s.tile);  // dL/dw reads the rows per segment: contiguous, not at random
-  s.part.assign(size_t(n) * kGradFields, typename Lanes<T>::V{});
-  s.v_color.assign(size_t(n) * s.chp, T(0));
-  s.touched.assign(n, 0);
+  const size_t nk = s.tile.kept.size();
+  s.part.assign(nk * kGradFields, V{});
+  s.v_color.assign(nk * s.chp, T(0));
+  s.touched.assign(nk, 0);
   const std::vector<int32_t>& rs = s.tile.row_start;
   for (int r = 0; r + s.tile.y0 <= s.tile.y1; ++r)
     backward_row(a, cam, s.tile.y0 + r, start, s.tile.items.data() + rs[r], rs[r + 1] - rs[r],
                  s, io);
-  s.grad2d.resize(n);
-  s.v_depth.resize(n);
-  for (int32_t i = 0; i < n; ++i) {
-    if (!s.touched[i]) continue;
-    const typename Lanes<T>::V* p = s.part.data() + size_t(i) * kGradFields;
-    AlphaGrad<T>& g = s.grad2d[i];
-    g.v_mean_x = lane_sum(p[kGMx]), g.v_mean_y = lane_sum(p[kGMy]);
-    g.v_a = lane_sum(p[kGA]), g.v_b = lane_sum(p[kGB]), g.v_c = lane_sum(p[kGC]);
-    const int32_t id = s.ids[i];
-    const T o = gs[id].opacity;  // (nothing was added where o <= 0)
-    g.v_opacity = o > T(0) ? -lane_sum(p[kGO]) / o : T(0);
-    s.v_depth[i] = a.sorted ? T(0)
-                           : lane_sum(p[kGZ]) * depth_weight_dz<T>(a.depths[id], gs[id].phi,
-                                                                   a.sigma_w, a.beta);
+  // The lanes summed per touched entry, from the tile's own copy of the Gaussian (the frame's
+  // array is read at random by id: a cache miss per entry).
+  s.done.clear(), s.sum2d.clear();
+  for (size_t k = 0; k < nk; ++k) {
+    if (!s.touched[k]) continue;
+    const V* p = s.part.data() + k * kGradFields;
+    const TileEntry<T>& en = s.tile.kept[k];
+    const T o = en.g.opacity;  // (nothing was added where o <= 0)
+    const T v_depth = a.sorted ? T(0)
+                               : lane_sum(p[kGZ]) * depth_weight_dz<T>(a.depths[en.id], en.g.phi,
+                                                                       a.sigma_w, a.beta);
+    s.done.push_back(int32_t(k));
+    s.sum2d.push_back(V{lane_sum(p[kGMx]), lane_sum(p[kGMy]), lane_sum(p[kGA]), lane_sum(p[kGB]),
+                        lane_sum(p[kGC]), o > T(0) ? -lane_sum(p[kGO]) / o : T(0), v_depth});
   }
 }
 
@@ -271,9 +278,6 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
   }
   std::vector<T> shared(size_t(n_rows) * stride, T(0));
   using V = typename Lanes<T>::V;
-  static_assert(kDetMeanX == 0 && kDetMeanY == 1 && kDetConicA == 2 && kDetConicB == 3 &&
-                    kDetConicC == 4 && kDetOpacity == 5 && kDetDepth == 6 && kDetFields <= kLanes,
-                "packed's lanes: det_pass.h's fields in order, in one vector");
   LaneVector<V> packed(G, V{});  // [G]: the one-chunk Gaussians' 2D-parameter fields
   std::vector<T> bg(size_t(W) * a.C * CH, T(0));  // [W, C, CH]: each chunk's v_backgrounds
   cpu::parallel_tasks(W, [&](const auto& take) {
@@ -283,29 +287,28 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
         backward_tile(a, gs, io, t, s);
         T* v_bg = bg.data() + (w * a.C + t / tiles_per_cam) * CH;
         for (int64_t c = 0; c < CH; ++c) v_bg[c] += s.v_bg[c], s.v_bg[c] = T(0);
-        for (int32_t i = 0; i < s.n; ++i) {
+        const size_t n_done = s.done.size();
+        for (size_t j = 0; j < n_done; ++j) {
           // The ids are in depth order, so the outputs are written at random: fetch ahead.
-          constexpr int kAhead = 8;
-          if (i + kAhead < s.n && s.touched[i + kAhead]) {
-            const int64_t id = s.ids[i + kAhead];
+          constexpr size_t kAhead = 8;
+          if (j + kAhead < n_done) {
+            const int64_t id = s.tile.kept[s.done[j + kAhead]].id;
             __builtin_prefetch(&packed[id], 1);
             if (W > 1) __builtin_prefetch(&base[id]);
             const char* f = reinterpret_cast<const char*>(io.v_colors + id * CH);
             for (size_t b = 0; b < size_t(CH) * sizeof(T); b += 64) __builtin_prefetch(f + b, 1);
           }
-          if (!s.touched[i]) continue;
-          const int64_t id = s.ids[i];
-          const AlphaGrad<T>& g = s.grad2d[i];
-          const T* d = s.v_color.data() + i * s.chp;
+          const int32_t k = s.done[j];
+          const int64_t id = s.tile.kept[k].id;
+          const V& g = s.sum2d[j];
+          const T* d = s.v_color.data() + k * s.chp;
           if (W == 1 || base[id] == 0) {  // this chunk's alone
-            packed[id] += V{g.v_mean_x, g.v_mean_y, g.v_a, g.v_b, g.v_c, g.v_opacity, s.v_depth[i]};
+            packed[id] += g;
             T* dst = io.v_colors + id * CH;
             for (int64_t c = 0; c < CH; ++c) dst[c] += d[c];
           } else {
             T* r = shared.data() + (base[id] - W + w) * stride;
-            r[kDetMeanX] += g.v_mean_x, r[kDetMeanY] += g.v_mean_y;
-            r[kDetConicA] += g.v_a, r[kDetConicB] += g.v_b, r[kDetConicC] += g.v_c;
-            r[kDetOpacity] += g.v_opacity, r[kDetDepth] += s.v_depth[i];
+            for (int f = 0; f < kDetFields; ++f) r[f] += g[f];
             for (int64_t c = 0; c < CH; ++c) r[kDetFields + c] += d[c];
           }
         }
@@ -361,14 +364,11 @@ void backward_deterministic(const RasterArgs<T>& a, const RowGaussian<T>* gs,
           for (int64_t c = 0; c < CH; ++c) bgp[t * CH + c] = s.v_bg[c];
         std::fill(s.v_bg.begin(), s.v_bg.end(), T(0));
         const int64_t start = a.tile_start(t);
-        for (int32_t i = 0; i < s.n; ++i) {
-          if (!s.touched[i]) continue;
-          T* row = part + (start + int64_t(i)) * ps.stride;
-          const AlphaGrad<T>& g = s.grad2d[i];
-          row[kDetMeanX] = g.v_mean_x, row[kDetMeanY] = g.v_mean_y;
-          row[kDetConicA] = g.v_a, row[kDetConicB] = g.v_b, row[kDetConicC] = g.v_c;
-          row[kDetOpacity] = g.v_opacity, row[kDetDepth] = s.v_depth[i];
-          const T* d = s.v_color.data() + i * s.chp + ps.c0;
+        for (size_t j = 0; j < s.done.size(); ++j) {
+          const int32_t k = s.done[j];
+          T* row = part + (start + int64_t(s.tile.kept[k].i)) * ps.stride;
+          for (int f = 0; f < kDetFields; ++f) row[f] = s.sum2d[j][f];
+          const T* d = s.v_color.data() + k * s.chp + ps.c0;
           std::copy(d, d + ps.nc, row + kDetFields);
         }
       }

@@ -149,8 +149,10 @@ std::tuple<Tensor, Tensor, Tensor> sh_channels_bwd_cpu(int64_t degree, const Ten
   const int64_t CH = v_channels.size(2);
   const Tensor means_c = means.contiguous(), campos_c = campos.contiguous(),
                coeffs_c = coeffs.contiguous(), v_c = v_channels.contiguous();
-  Tensor v_means = at::zeros({N, 3}, means.options());
-  Tensor v_coeffs = at::zeros({N, K, 3}, means.options());  // 0 for k >= (deg+1)^2
+  // Zeroed row by row by the block that owns it (0 for k >= (deg+1)^2), not in a pass of
+  // their own over [N, K, 3] before the kernel.
+  Tensor v_means = at::empty({N, 3}, means.options());
+  Tensor v_coeffs = at::empty({N, K, 3}, means.options());
   Tensor v_campos = at::empty({C, 3}, means.options());
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "sh_channels_bwd_cpu", [&] {
     using T = scalar_t;
@@ -171,6 +173,8 @@ std::tuple<Tensor, Tensor, Tensor> sh_channels_bwd_cpu(int64_t degree, const Ten
         double* part = partial.data() + blk * C * 3;
         for (int64_t n = blk * kChannelsBwdBlock, n_end = std::min(N, n + kChannelsBwdBlock);
              n < n_end; ++n) {
+          std::fill(vm + 3 * n, vm + 3 * n + 3, T(0));
+          std::fill(vc + n * K * 3, vc + (n + 1) * K * 3, T(0));
           for (int64_t c = 0; c < C; ++c) {
             const int64_t idx = c * N + n;
             const Vec3<T> dir = view_dir(mp + 3 * n, pp + 3 * c);
