@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve()
 CHILD = r'''
 import sys, json, importlib.util
 root, bench, n, ds, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), int(sys.argv[5])
-train = sys.argv[6] == "1"
+train, cpu = sys.argv[6] == "1", sys.argv[7] == "1"
 sys.path.insert(0, root)
 import gsrender
 assert gsrender.__file__.startswith(root), gsrender.__file__
@@ -29,7 +29,22 @@ spec = importlib.util.spec_from_file_location("cpu_render", bench)
 cr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cr)
 sc = cr.issue_scene(n, 512)
-print(json.dumps([cr.target_case(sc, d, runs, 1, scalar=False, train=train) for d in ds]))
+rows = [cr.target_case(sc, d, runs, 1, scalar=False, train=train) for d in ds]
+if cpu:  # the forward's process CPU time (one thread: no barrier spins), less load-sensitive than wall
+    import statistics, time, torch
+    t = {k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}
+    size = int(sc["K"][0, 0, 2] * 2)
+    for row, d in zip(rows, ds):
+        feats = torch.rand(n, d, generator=torch.Generator().manual_seed(d)) if d else None
+        ts = []
+        with torch.no_grad():
+            for i in range(runs + 1):
+                t0 = time.process_time()
+                cr._render(t, feats, sc["viewmat"], sc["K"], size, size, "sorted", "auto", False)
+                if i:
+                    ts.append((time.process_time() - t0) * 1e3)
+        row["fwd_cpu_ms"] = statistics.median(ts)
+print(json.dumps(rows))
 '''
 # --stages: argv as CHILD's, ds = [size]
 STAGES_CHILD = r'''
@@ -44,7 +59,7 @@ spec.loader.exec_module(sl)
 assert sl.ops.__file__.startswith(root), sl.ops.__file__
 print(json.dumps([sl.stages_case(n, ds[0], runs)]))
 '''
-KEYS = ("fwd_ms", "outside_ms", "fwd_bwd_ms", "stages_ms.project", "stages_ms.sh", "stages_ms.bin",
+KEYS = ("fwd_ms", "fwd_cpu_ms", "outside_ms", "fwd_bwd_ms", "stages_ms.project", "stages_ms.sh", "stages_ms.bin",
         "stages_ms.raster_fwd", "pairs", "pairs_computed", "pairs_contributing")
 STAGE_KEYS = ("per_gaussian_ms", "stages_ms.project", "stages_ms.sh", "stages_ms.bin", "pairs")
 
@@ -67,6 +82,8 @@ def main(argv=None) -> int:
     p.add_argument("--stages", action="store_true", help="the per-Gaussian stages alone (RGB)")
     p.add_argument("--size", type=int, default=512, help="--stages: the image side")
     p.add_argument("--no-train", action="store_true", help="forward only (no forward + backward)")
+    p.add_argument("--cpu", action="store_true", help="also the forward's process CPU time "
+                   "(fwd_cpu_ms; run with OMP_NUM_THREADS=1)")
     a = p.parse_args(argv)
     roots = {"base": str(Path(a.base).resolve()), "new": str(Path(a.new).resolve())}
     ds = [a.size] if a.stages else [int(d) for d in a.D.split(",")]
@@ -75,7 +92,8 @@ def main(argv=None) -> int:
     for r in range(a.rounds):
         for name in (list(roots) if r % 2 == 0 else list(roots)[::-1]):
             out = subprocess.run([sys.executable, "-c", child, roots[name], str(HERE.with_name("cpu_render.py")),
-                                  str(a.n), json.dumps(ds), str(a.runs), "0" if a.no_train else "1"],
+                                  str(a.n), json.dumps(ds), str(a.runs), "0" if a.no_train else "1",
+                                  "1" if a.cpu else "0"],
                                  capture_output=True, text=True)
             if out.returncode:
                 print(out.stderr[-2000:], file=sys.stderr)
@@ -83,7 +101,7 @@ def main(argv=None) -> int:
             res[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
     for i, d in enumerate(ds):
         for key in keys:
-            if key == "fwd_bwd_ms" and a.no_train:
+            if key == "fwd_bwd_ms" and a.no_train or key == "fwd_cpu_ms" and not a.cpu:
                 continue
             m = {k: statistics.median(_get(x[i], key) for x in v) for k, v in res.items()}
             print(f"{'size' if a.stages else 'D'}={d} {key}: base {m['base']:.1f}  new {m['new']:.1f}  base/new {m['base'] / m['new']:.2f}")

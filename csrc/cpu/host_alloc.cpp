@@ -13,9 +13,12 @@ namespace gsrender {
 namespace {
 
 constexpr size_t kHugePage = size_t(2) << 20;
-// Below this a tensor keeps PyTorch's allocator: its pages are few, and a 2 MB-aligned block
-// would round a small tensor up by up to a huge page.
-constexpr size_t kHugeAllocMin = size_t(4) << 20;
+// Below this a tensor keeps PyTorch's allocator: glibc serves blocks under its largest mmap
+// threshold (32 MB on 64-bit) from the heap once one of that size was freed, so a loop's
+// repeated allocations reuse touched memory and fault no page at all (measured: a 1M-Gaussian
+// forward's 4–16 MB arrays faulted more as fresh huge pages than on the heap). Larger blocks
+// are always a fresh mmap, faulted page by page and unmapped on free: those gain.
+constexpr size_t kHugeAllocMin = size_t(32) << 20;
 
 void free_host(void* p) { std::free(p); }
 

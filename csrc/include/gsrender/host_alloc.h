@@ -1,4 +1,4 @@
-// Host tensors of several MB backed by transparent huge pages (2 MB), for the CPU ops' large
+// Host tensors of 32 MB or more backed by transparent huge pages (2 MB), for the CPU ops' large
 // outputs: the raster's [C, H, W, CH] image, the [C, N, 4 + D] channels, projection's and
 // binning's per-Gaussian arrays. A fresh allocation of that size is an mmap (glibc), so with
 // 4 KB pages every first touch page-faults and every free is an munmap of thousands of pages:
@@ -13,7 +13,7 @@
 namespace gsrender {
 
 // at::empty(sizes, opts) for a CPU tensor (opts: its dtype; CPU device), its storage 2 MB
-// aligned and advised for huge pages when it holds at least 4 MB (smaller: PyTorch's allocator).
+// aligned and advised for huge pages when it holds at least 32 MB (smaller: PyTorch's allocator).
 at::Tensor empty_host(at::IntArrayRef sizes, const at::TensorOptions& opts);
 
 // at::empty on CUDA, empty_host on the CPU (for outputs shared by both backends).
