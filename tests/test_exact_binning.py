@@ -87,7 +87,10 @@ def test_render_and_gradients_same_on_exact_lists(dtype, mode):
         out = _raster(p, _bin(p, exact, mode == "sorted"), leaves[3], mode, leaves[:3])
         loss = (out[0] * torch.linspace(0.5, 1.5, 6, dtype=dtype)).sum() + out[1].sum()
         outs.append([out[0], out[1], *torch.autograd.grad(loss, leaves)])
-    tol = dict(rtol=1e-9, atol=1e-10) if dtype == F64 else dict(rtol=1e-5, atol=1e-5)
+    # The images match bit for bit; the gradients are the same sums in another order (the
+    # backward's chunks split the longer box lists elsewhere), so float32 gets a float32 sum's
+    # tolerance: the conics' gradients differ by up to 1.3e-5 relative (values ~40).
+    tol = dict(rtol=1e-9, atol=1e-10) if dtype == F64 else dict(rtol=1e-4, atol=1e-5)
     for got, exp in zip(*outs):
         torch.testing.assert_close(got, exp, **tol)
 
