@@ -189,5 +189,6 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
                          "bytes_sent": int(cam_idx.numel()) * (fbytes + ibytes),
                          "bytes_received": int(cam.numel()) * (fbytes + ibytes),
                          "row_bytes_float": fbytes, "row_bytes_int": ibytes}}
-    return R.RenderOutput(colors=render[..., :3], depths=render[..., 3:4], alphas=alphas,
-                          features=render[..., 4:] if features is not None else None, meta=meta)
+    colors_out, depths_out, features_out = ops.split_render(render, features is not None)
+    return R.RenderOutput(colors=colors_out, depths=depths_out, alphas=alphas,
+                          features=features_out, meta=meta)
