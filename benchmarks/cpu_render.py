@@ -330,12 +330,17 @@ def target_case(sc: dict, D: int, runs: int, warmup: int, scalar: bool, train: b
     with torch.no_grad():
         row["fwd_ms"] = _median_ms(lambda: _render(t, feats, vm, K, size, size, "sorted", "auto", False),
                                    runs, warmup)
-        outs = [_render(t, feats, vm, K, size, size, "sorted", "auto", True) for _ in range(runs)]
-        row["stages_ms"] = {s: statistics.median(o.meta["timings_ms"][s] for o in outs) for s in STAGES}
-        st = outs[0].meta["stats"].sum(0).tolist()
-        row.update(pairs=int(outs[0].meta["n_intersections"]), pairs_listed=int(st[0]),
+        # each profiled output dropped before the next run, as in the timed runs above: holding
+        # them all made every run fault in fresh pages for its outputs (at D = 256 the raster
+        # stage then read slower than the whole un-profiled forward)
+        metas = []
+        for _ in range(runs):
+            m = _render(t, feats, vm, K, size, size, "sorted", "auto", True).meta
+            metas.append({k: m[k] for k in ("timings_ms", "stats", "n_intersections")})
+        row["stages_ms"] = {s: statistics.median(m["timings_ms"][s] for m in metas) for s in STAGES}
+        st = metas[0]["stats"].sum(0).tolist()
+        row.update(pairs=int(metas[0]["n_intersections"]), pairs_listed=int(st[0]),
                    pairs_computed=int(st[1]), pairs_contributing=int(st[2]))
-        del outs
         if scalar:
             row["scalar_fwd_ms"] = _median_ms(lambda: _render(t, feats, vm, K, size, size, "sorted", "fp32", False),
                                               runs, warmup)
