@@ -150,6 +150,23 @@ def _covariances(p):
     return R @ torch.diag_embed(p["log_scales"].double().exp() ** 2) @ R.transpose(-1, -2)
 
 
+def _close_covariances(got, want, lr_quats, steps, what):
+    # Two runs whose Adam steps on a noise gradient go opposite ways part by up to 2·lr per
+    # quaternion component a step: rotations up to θ = 2·|Δ(x, y, z)| = 4·√3·lr·steps apart,
+    # which move a covariance with variances s_min² … s_max² by at most θ·(s_max² − s_min²) (0
+    # for an isotropic one; an anisotropic Gaussian turned otherwise, or split with other noise,
+    # still fails). Seen on AVX-512: 1.8e-4 off where this allows 1.4e-3 (the base: 3.8e-6).
+    theta = 4 * 3 ** 0.5 * lr_quats * steps
+    var = want["log_scales"].double().exp() ** 2
+    c_got, c_want = _covariances(got), _covariances(want)
+    allowed = 1e-5 * float(c_want.abs().max()) + theta * (var.amax(-1) - var.amin(-1))
+    off = (c_got - c_want).abs().amax((1, 2))
+    worst = int((off - allowed).argmax())
+    assert off[worst] <= allowed[worst], (
+        f"covariances {what}: Gaussian {worst} off by {float(off[worst]):.3g}, "
+        f"allowed {float(allowed[worst]):.3g}")
+
+
 def test_two_ranks_take_the_steps_of_one_process_with_a_batch_of_two(two_rank_training,
                                                                         batch_of_two_views):
     """2 ranks x 1 view a step == 1 process x --batch-views 2: the same views and backgrounds,
@@ -171,7 +188,7 @@ def test_two_ranks_take_the_steps_of_one_process_with_a_batch_of_two(two_rank_tr
             # or swapped view, the gradients and statistics above a sum in place of the mean
             if k != "quats":  # free where isotropic: see the densification test
                 _close_params(r["params"][k], ref[k], one["lrs"][k], f"rank {rank} parameter {k}")
-        _close(_covariances(r["params"]), _covariances(ref), f"rank {rank} covariances", rtol=1e-3)
+        _close_covariances(r["params"], ref, one["lrs"]["quats"], one["steps"], f"rank {rank}")
 
 
 def test_two_ranks_densify_like_one_process_with_a_batch_of_two(two_rank_training,
@@ -199,8 +216,9 @@ def test_two_ranks_densify_like_one_process_with_a_batch_of_two(two_rank_trainin
             _close_params(two[k], ref[k], one["lrs"][k], f"parameter {k} after densification")
     # a rotation is free where the Gaussian is (nearly) isotropic: its quaternion's gradient is
     # rounding noise that Adam turns into ±lr steps, which the rounding of the CPU copy in use
-    # (baseline / AVX2) can send either way; compare the covariances the quaternions shape
-    _close(_covariances(two), _covariances(ref), "covariances after densification", rtol=1e-3)
+    # (baseline / AVX2 / AVX-512) can send either way; compare the covariances the quaternions
+    # shape, each allowed the rotation those steps can make times its anisotropy
+    _close_covariances(two, ref, one["lrs"]["quats"], one["steps"], "after densification")
 
 
 TRAIN_ARGS = ["--synthetic", "--synthetic-gaussians", "800", "--synthetic-views", "9", "--width",
