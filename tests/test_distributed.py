@@ -155,16 +155,18 @@ def _close_covariances(got, want, lr_quats, steps, what):
     # quaternion component a step: rotations up to θ = 2·|Δ(x, y, z)| = 4·√3·lr·steps apart,
     # which move a covariance with variances s_min² … s_max² by at most θ·(s_max² − s_min²) (0
     # for an isotropic one; an anisotropic Gaussian turned otherwise, or split with other noise,
-    # still fails). Seen on AVX-512: 1.8e-4 off where this allows 1.4e-3 (the base: 3.8e-6).
+    # still fails), on top of _close's float32 tolerance (rtol 1e-3: the scales' own lr-step
+    # noise). Seen on AVX-512: 1.8e-4 off where this allows 1.4e-3 (_close alone: 3.8e-6).
     theta = 4 * 3 ** 0.5 * lr_quats * steps
     var = want["log_scales"].double().exp() ** 2
     c_got, c_want = _covariances(got), _covariances(want)
-    allowed = 1e-5 * float(c_want.abs().max()) + theta * (var.amax(-1) - var.amin(-1))
-    off = (c_got - c_want).abs().amax((1, 2))
-    worst = int((off - allowed).argmax())
-    assert off[worst] <= allowed[worst], (
-        f"covariances {what}: Gaussian {worst} off by {float(off[worst]):.3g}, "
-        f"allowed {float(allowed[worst]):.3g}")
+    turn = theta * (var.amax(-1) - var.amin(-1))
+    allowed = 1e-5 * float(c_want.abs().max()) + 1e-3 * c_want.abs() + turn[:, None, None]
+    excess = ((c_got - c_want).abs() - allowed).amax((1, 2))
+    worst = int(excess.argmax())
+    assert excess[worst] <= 0, (
+        f"covariances {what}: Gaussian {worst} off by {float(excess[worst]):.3g} past its "
+        f"allowance (rotation {float(turn[worst]):.3g})")
 
 
 def test_two_ranks_take_the_steps_of_one_process_with_a_batch_of_two(two_rank_training,
