@@ -307,7 +307,7 @@ def data_dir() -> Path:
 
 # ------------------------------------------------------------------- CPU kernels' ISA copies
 
-# The CPU kernels are compiled for AVX-512F, AVX2+FMA and baseline x86-64 (csrc/cpu/isa.h); the
+# The CPU kernels are compiled for AVX-512F+VL, AVX2+FMA and baseline x86-64 (csrc/cpu/isa.h); the
 # suite runs on the active one (the best this CPU runs, or GSRENDER_CPU_ISA's). Tests marked
 # @every_cpu_isa, a representative subset of the rasterizer / projection / SH / binning /
 # weight_stats / contributors correctness tests, run once per ISA this CPU runs (the active one first), so every copy is checked on every machine.

@@ -16,7 +16,9 @@ bool cpu_runs(Isa isa) {
 #ifdef GSR_CPU_ISA_CLONES
   // __builtin_cpu_supports also checks that the OS saves the wider registers (XCR0).
   switch (isa) {
-    case Isa::avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("fma");
     case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case Isa::baseline: return true;
   }
@@ -74,7 +76,7 @@ Isa set_cpu_isa(const std::string& name, const char* source) {
   }
   if (!cpu_runs(want))
     throw std::runtime_error(std::string(source) + ": this CPU cannot run the " + name +
-                             " kernels (" + (want == Isa::avx512 ? "AVX-512F" : "AVX2 + FMA") +
+                             " kernels (" + (want == Isa::avx512 ? "AVX-512F + VL" : "AVX2 + FMA") +
                              "); it runs: " + runnable_list() + " (or auto, the best of them)");
   g_active.store(static_cast<int>(want), std::memory_order_relaxed);
   return want;
