@@ -6,6 +6,8 @@ its parameters, Gaussian ids and densification statistics after the run, and the
 events to OUT/rank{R}.pt."""
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from gsrender.train import TrainConfig, Trainer, synthetic_dataset
@@ -13,6 +15,7 @@ from gsrender.train.densify import DensifyConfig
 from gsrender.train.optim import LearningRates
 from gsrender.train.params import NAMES
 
+LEARNING_RATES = LearningRates().scaled(2.0)
 CAP = 760  # Gaussians: the scene starts with 661 points
 PERCENT_DENSE = 0.03  # of the extent: most initial Gaussians are small enough to clone
 STEPS = 3  # optimiser steps of the "plain" run
@@ -21,11 +24,17 @@ RUNS = {
     "plain": {"steps": STEPS * 2, "densify_from": 1.0},
     # 8 steps of 2 views, densifying every 2 steps (events at steps 2, 4, 6), an opacity reset
     # at step 4 (then pruning of large Gaussians too) and a cap that binds: the clones, splits
-    # (their noise), prunes and the capped choice must be those of one process
+    # (their noise), prunes and the capped choice must be those of one process. Rotations are
+    # held (quaternion lr 0): a split child's mean is its parent's plus R·(s ⊙ noise), and the
+    # rotation of a near-isotropic parent is free — rounding-noise gradients that Adam turns
+    # into ±lr steps either way by the CPU copy in use — so it would move the children by up to
+    # θ·|s ⊙ noise| (seen on the baseline copy: 3.2e-3, 60 means-lr steps); the plain run
+    # checks the rotations (as covariances)
     "densify": {"steps": 16, "densify_from": 0.0, "densify_until": 1.0, "densify_every": 4,
                 "opacity_reset_every": 8,
                 "densify": DensifyConfig(grad_threshold=2e-5, percent_dense=PERCENT_DENSE,
-                                         max_gaussians=CAP)},
+                                         max_gaussians=CAP),
+                "lrs": dataclasses.replace(LEARNING_RATES, quats=0.0)},
 }
 
 
@@ -40,8 +49,8 @@ def data():
 
 
 def config(run: str, batch_views: int) -> TrainConfig:
-    return TrainConfig(sh_degree=1, background="random", seed=5,
-                       lrs=LearningRates().scaled(2.0), batch_views=batch_views, **RUNS[run])
+    return TrainConfig(**{"sh_degree": 1, "background": "random", "seed": 5,
+                          "lrs": LEARNING_RATES, "batch_views": batch_views, **RUNS[run]})
 
 
 def train(trainer: Trainer, views) -> dict:
