@@ -7,14 +7,14 @@
 #include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
 
-#include "host_blocks.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <vector>
+
+#include "host_blocks.h"
 
 namespace gsrender {
 namespace {
