@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cpu/host_blocks.h"
 #include "cpu/isa.h"
 #include "gsrender/common.h"
 #include "gsrender/raster_plan.h"
@@ -40,6 +41,14 @@ PyObject* py_set_cpu_isa(PyObject*, PyObject* arg) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   }
   return nullptr;
+}
+
+// The CPU outputs' huge-page blocks (cpu/host_blocks.h), for tests and benchmarks.
+PyObject* py_host_blocks(PyObject*, PyObject*) {
+  const gsrender::HostBlockStats s = gsrender::host_block_stats();
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n}", "live", Py_ssize_t(s.live), "cached",
+                       Py_ssize_t(s.cached), "peak", Py_ssize_t(s.peak), "hits",
+                       Py_ssize_t(s.hits), "blocks", Py_ssize_t(s.blocks));
 }
 
 // The rendering contract's thresholds (gsrender/common.h): Python's float64 reference and the
@@ -136,6 +145,9 @@ PyMethodDef methods[] = {
      "call_validation() -> int: this thread's per-call override (-1 none, 0 off, 1 on)"},
     {"set_call_validation", py_set_call_validation, METH_O,
      "set_call_validation(v: int) -> int: set this thread's override, return the previous one"},
+    {"host_blocks", py_host_blocks, METH_NOARGS,
+     "host_blocks() -> dict: the CPU outputs' huge-page blocks: live, cached, peak bytes, hits, "
+     "blocks (cached)"},
     {"cpu_isa", py_cpu_isa, METH_NOARGS, "cpu_isa() -> str: the ISA the CPU kernels run now"},
     {"cpu_isas", py_cpu_isas, METH_NOARGS,
      "cpu_isas() -> list[str]: the ISAs this CPU runs, best first"},

@@ -1,7 +1,7 @@
 // The CPU rasterizer's accumulation OUT = Wᵀ·F per 8-pixel row segment (docs/design.md §4), register-
 // blocked so the accumulators stay in vector registers: channel-major for whole 8-channel vectors
-// (channel_major: the feature channels), pixel-major for the last CH mod 8 (segment_tail: RGB +
-// depth). Feature rows are given by pointer, so only the contributing Gaussians' rows are ever
+// (channel_vectors: the feature channels, in 16-channel vectors on AVX-512), pixel-major for the
+// last CH mod 8 (segment_tail: RGB + depth). Feature rows are given by pointer, so only the contributing Gaussians' rows are ever
 // read (lazy fetch).
 #pragma once
 #include <cstdint>
@@ -171,46 +171,59 @@ __attribute__((always_inline)) inline void pair_outer(T* const* d, const T* w, c
   pair_outer_width<T, kOuterNB<T> - 1>(d, w, G, chp, c0, n, int((chp - c0) / kLanes));
 }
 
-// Wide outputs (the feature channels) channel-major: OUT[p][c0 .. c0 + 8·CV) for the P pixels
-// p0 .. p0 + P of a segment, P × CV vectors of 8 channels in registers (AVX2's 16: 4 × 3
-// accumulators, 3 feature vectors, one broadcast weight). Each feature vector fetched feeds P
-// FMAs, one per pixel (its weight broadcast), where the pixel-major block above feeds one FMA per
-// feature value broadcast; the result is each pixel's channels contiguous, as the image stores
-// them. Runs over the n Gaussians idx[0 .. n) that light some of these P pixels;
-// store(p, c, v) receives pixel p's channels c .. c + 8.
-template <typename T, int P, int CV, typename Store>
+// The feature channels' vectors: CW channels of one pixel, CW = kLanes (8: a ymm of floats, 8
+// doubles) or kWideChannels (16 floats: a zmm, for the AVX-512 copy only; cpu::wide_vectors).
+template <typename T, int CW>
+struct ChanVec {
+  typedef T V __attribute__((vector_size(CW * sizeof(T))));
+};
+template <typename T>
+constexpr int kWideChannels = sizeof(T) == 4 ? 16 : kLanes;  // double: no wider than Lanes
+
+// Wide outputs (the feature channels) channel-major: OUT[p][c0 .. c0 + CW·NV) for the P pixels
+// p0 .. p0 + P of a segment, P × NV vectors of CW channels in registers. Each feature vector
+// fetched feeds P FMAs, one per pixel (its weight broadcast), where the pixel-major block above
+// feeds one FMA per feature value broadcast; the result is each pixel's channels contiguous, as
+// the image stores them. Runs over the n Gaussians idx[0 .. n) that light some of these P
+// pixels, in order (each channel's sum adds them in the same order whatever CW is);
+// store(p, c, v) receives pixel p's channels c .. c + CW.
+template <typename T, int CW, int P, int NV, typename Store>
 __attribute__((always_inline)) inline void channel_block(const typename Lanes<T>::V* w,
                                                          const T* const* rows,
                                                          const int32_t* idx, int n, int p0,
                                                          int64_t c0, const Store& store) {
-  using V = typename Lanes<T>::V;
-  V r[P][CV];
+  using V = typename ChanVec<T, CW>::V;
+  V r[P][NV];
 #pragma GCC unroll 16
   for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-    for (int v = 0; v < CV; ++v) r[p][v] = V{};
+    for (int v = 0; v < NV; ++v) r[p][v] = V{};
   for (int i = 0; i < n; ++i) {
     const int32_t j = idx[i];
     const T* f = rows[j] + c0;
-    V fv[CV];
+    V fv[NV];
 #pragma GCC unroll 16
-    for (int v = 0; v < CV; ++v) std::memcpy(&fv[v], f + v * kLanes, sizeof(V));
+    for (int v = 0; v < NV; ++v) std::memcpy(&fv[v], f + v * CW, sizeof(V));
     const T* wj = reinterpret_cast<const T*>(w + j) + p0;
 #pragma GCC unroll 16
     for (int p = 0; p < P; ++p) {
-      const T b = wj[p];  // (vector × scalar: one broadcast load)
+      const T b = wj[p];  // (vector × scalar: one broadcast load, AVX-512: the FMA's operand)
 #pragma GCC unroll 16
-      for (int v = 0; v < CV; ++v) r[p][v] += fv[v] * b;
+      for (int v = 0; v < NV; ++v) r[p][v] += fv[v] * b;
     }
   }
 #pragma GCC unroll 16
   for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-    for (int v = 0; v < CV; ++v) store(p0 + p, c0 + v * kLanes, r[p][v]);
+    for (int v = 0; v < NV; ++v) store(p0 + p, c0 + v * CW, r[p][v]);
 }
 
 constexpr int kPixelBlock = 4;  // pixels per channel-major block: a segment's half
-constexpr int kChanVecs = 3;    // 8-channel vectors per channel-major block
+// Channel vectors per channel-major block, so that its kPixelBlock × NV accumulators and NV
+// feature vectors fit the registers: AVX2's 16 ymm hold 4 × 3 + 3 and the broadcast weight;
+// AVX-512's 32 zmm 4 × 6 + 6 (the weight is the FMA's broadcast memory operand).
+template <int CW>
+constexpr int kChanVecs = CW > kLanes ? 6 : 3;
 
 // A segment's contributing Gaussians (w[0 .. n)) per 4-pixel half: the ones whose weight is not
 // zero on some pixel of the half, so a Gaussian that lights one half only is not run through the
@@ -227,20 +240,35 @@ __attribute__((always_inline)) inline void split_halves(const typename Lanes<T>:
   }
 }
 
-// Channels [c0, c0 + 8·nvec) of a segment's first `pixels` pixels channel-major, in blocks of
-// CV vectors (the last block narrower), each block over both pixel halves (split_halves's lists)
-// while its slice of the feature rows is in L1.
-template <typename T, int CV, typename Store>
+// Channels [c0, c0 + CW·nvec) of a segment's first `pixels` pixels channel-major, in blocks of
+// NV vectors of CW channels (the last block narrower), each block over both pixel halves
+// (split_halves's lists) while its slice of the feature rows is in L1.
+template <typename T, int CW, int NV, typename Store>
 __attribute__((always_inline)) inline void channel_major(const typename Lanes<T>::V* w,
                                                          const T* const* rows,
                                                          int32_t* const idx[2], const int count[2],
                                                          int pixels, int64_t c0, int64_t nvec,
                                                          const Store& store) {
-  for (; nvec >= CV; nvec -= CV, c0 += CV * kLanes)
+  for (; nvec >= NV; nvec -= NV, c0 += NV * CW)
     for (int h = 0; h * kPixelBlock < pixels; ++h)
-      channel_block<T, kPixelBlock, CV>(w, rows, idx[h], count[h], h * kPixelBlock, c0, store);
-  if constexpr (CV > 1)
-    if (nvec > 0) channel_major<T, CV - 1>(w, rows, idx, count, pixels, c0, nvec, store);
+      channel_block<T, CW, kPixelBlock, NV>(w, rows, idx[h], count[h], h * kPixelBlock, c0, store);
+  if constexpr (NV > 1)
+    if (nvec > 0) channel_major<T, CW, NV - 1>(w, rows, idx, count, pixels, c0, nvec, store);
+}
+
+// Channels [0, nc) of the output (nc: its whole 8-channel vectors, CH − CH mod 8) channel-major
+// in vectors of CW channels; with CW = 16, an odd 8-channel vector left over runs as one of 8.
+// store(p, c, v) receives pixel p's channels c .. c + CW, or c .. c + 8 for that last one.
+template <typename T, int CW, typename Store>
+__attribute__((always_inline)) inline void channel_vectors(const typename Lanes<T>::V* w,
+                                                           const T* const* rows,
+                                                           int32_t* const idx[2],
+                                                           const int count[2], int pixels,
+                                                           int64_t nc, const Store& store) {
+  const int64_t nvec = nc / CW;
+  channel_major<T, CW, kChanVecs<CW>>(w, rows, idx, count, pixels, 0, nvec, store);
+  if constexpr (CW > kLanes)
+    if (nc > nvec * CW) channel_major<T, kLanes, 1>(w, rows, idx, count, pixels, nvec * CW, 1, store);
 }
 
 // Lock-free atomic add for gradients that several tiles reduce into.

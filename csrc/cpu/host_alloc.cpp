@@ -1,4 +1,5 @@
-// Huge-page host allocations for the CPU ops' large outputs (see gsrender/host_alloc.h).
+// Huge-page host allocations for the CPU ops' large outputs (see gsrender/host_alloc.h), and the
+// cache of freed blocks that lets a render loop reuse them instead of faulting in fresh pages.
 #include "gsrender/host_alloc.h"
 
 #include <ATen/EmptyTensor.h>
@@ -6,8 +7,14 @@
 #include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <new>
+#include <vector>
+
+#include "host_blocks.h"
 
 namespace gsrender {
 namespace {
@@ -19,17 +26,108 @@ constexpr size_t kHugePage = size_t(2) << 20;
 // forward's 4–16 MB arrays faulted more as fresh huge pages than on the heap). Larger blocks
 // are always a fresh mmap, faulted page by page and unmapped on free: those gain.
 constexpr size_t kHugeAllocMin = size_t(32) << 20;
+constexpr size_t kCacheMax = size_t(1) << 30;  // bytes of freed blocks kept at most
 
-void free_host(void* p) { std::free(p); }
+// Freed huge-page blocks kept for the next allocation of (about) their size: each frame of a
+// render loop asks for the same outputs again, and a kept block's pages are already faulted in
+// and cleared, where a fresh one page-faults and the kernel zeroes every page (clear_page: 18 % of
+// a one-thread D = 256 forward's samples). Bounded so that the cache never grows the process
+// beyond what it used anyway: cached ≤ kCacheMax, and live + cached ≤ the peak of live (so
+// blocks are evicted, oldest first, when a fresh allocation would exceed it). Thread-safe: ops
+// allocate, and tensors are freed, on any thread.
+class BlockCache {
+ public:
+  // A block of n bytes (a multiple of kHugePage): a cached one of n .. n + n/8 bytes (its size
+  // in *n), or a fresh one.
+  void* take(size_t* n) {
+    std::vector<Block> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto best = blocks_.end();
+      for (auto b = blocks_.begin(); b != blocks_.end(); ++b)
+        if (b->n >= *n && b->n <= *n + *n / 8 && (best == blocks_.end() || b->n < best->n)) best = b;
+      if (best != blocks_.end()) {
+        void* p = best->p;
+        *n = best->n, cached_ -= best->n, live_ += best->n, ++hits_;
+        blocks_.erase(best);
+        return p;
+      }
+      live_ += *n;
+      peak_ = std::max(peak_, live_);
+      evict_locked(peak_ - live_, evicted);
+    }
+    release(evicted);
+    void* p = nullptr;
+    if (posix_memalign(&p, kHugePage, *n) != 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= *n;
+      throw std::bad_alloc();
+    }
+    // Advice only: where THP is off (or madvise fails) the block keeps 4 KB pages.
+    (void)madvise(p, *n, MADV_HUGEPAGE);
+    return p;
+  }
+  void give(void* p, size_t n) {
+    std::vector<Block> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= n;  // live + cached unchanged: still ≤ the peak
+      blocks_.push_back({p, n});
+      cached_ += n;
+      evict_locked(kCacheMax, evicted);
+    }
+    release(evicted);
+  }
+  HostBlockStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {live_, cached_, peak_, hits_, blocks_.size()};
+  }
+
+ private:
+  struct Block {
+    void* p;
+    size_t n;
+  };
+  // Oldest first until cached_ ≤ limit; freed by the caller outside the lock.
+  void evict_locked(size_t limit, std::vector<Block>& out) {
+    size_t k = 0;
+    for (; k < blocks_.size() && cached_ > limit; ++k) cached_ -= blocks_[k].n;
+    out.assign(blocks_.begin(), blocks_.begin() + k);
+    blocks_.erase(blocks_.begin(), blocks_.begin() + k);
+  }
+  static void release(const std::vector<Block>& blocks) {
+    for (const Block& b : blocks) std::free(b.p);
+  }
+
+  std::mutex mutex_;
+  std::vector<Block> blocks_;  // oldest first
+  size_t live_ = 0, cached_ = 0, peak_ = 0, hits_ = 0;
+};
+
+// Never destroyed: tensors may be freed after static destructors ran (at interpreter exit).
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache;
+  return *cache;
+}
+
+struct HostBlock {
+  void* p;
+  size_t n;
+};
+void free_host(void* ctx) {
+  const HostBlock* b = static_cast<const HostBlock*>(ctx);
+  block_cache().give(b->p, b->n);
+  delete b;
+}
 
 struct HugePageAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     if (n < kHugeAllocMin) return c10::GetCPUAllocator()->allocate(n);
-    void* p = nullptr;
-    if (posix_memalign(&p, kHugePage, n) != 0) throw std::bad_alloc();
-    // Advice only: where THP is off (or madvise fails) the block keeps 4 KB pages.
-    (void)madvise(p, n, MADV_HUGEPAGE);
-    return {p, p, &free_host, c10::Device(c10::DeviceType::CPU)};
+    auto b = std::make_unique<HostBlock>();
+    b->n = (n + kHugePage - 1) / kHugePage * kHugePage;  // whole huge pages, reusable
+    b->p = block_cache().take(&b->n);
+    void* p = b->p;
+    return {p, b.release(), &free_host, c10::Device(c10::DeviceType::CPU)};
   }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
@@ -53,5 +151,7 @@ at::Tensor empty_host(at::IntArrayRef sizes, const at::TensorOptions& opts) {
 at::Tensor empty_output(at::IntArrayRef sizes, const at::TensorOptions& opts) {
   return opts.device().is_cpu() ? empty_host(sizes, opts) : at::empty(sizes, opts);
 }
+
+HostBlockStats host_block_stats() { return block_cache().stats(); }
 
 }  // namespace gsrender

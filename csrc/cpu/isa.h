@@ -30,6 +30,10 @@ const char* isa_name(Isa isa);
 std::vector<Isa> runnable_isas();
 // The ISA dispatch runs now.
 Isa active_isa();
+// Whether code compiled for isa has 16-float vector registers (AVX-512's 32 zmm), so a kernel may
+// pick a 16-float instantiation at run time; in the other copies such vectors would be emulated
+// as 2 (AVX2) or 4 (SSE2) registers each, so they keep 8-float ones.
+inline bool wide_vectors(Isa isa) { return isa == Isa::avx512; }
 // name: "auto" (the best runnable), "avx512", "avx2" or "baseline". Throws std::invalid_argument
 // for another name, std::runtime_error for an ISA this CPU cannot run (the active one is kept).
 // `source` names the setting in the message (GSRENDER_CPU_ISA or set_cpu_isa).

@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <type_traits>
+
 #include "gemm.h"
 #include "gsrender/composite.h"
 #include "isa.h"
@@ -46,8 +48,9 @@ int32_t last_contributor(const V* W, const int32_t* I, int nw, int l, int32_t st
 // front to back, α and the transmittance scan as vectors over its 8 pixels (the state in
 // registers, no branch per pair but the saturation stop), stopping as soon as all its pixels
 // saturate; then OUT = Wᵀ·F as register-blocked GEMM over its contributing Gaussians only, and
-// the pixels' outputs. kSorted: a.sorted, fixed at compile time so the scan carries no mode branch.
-template <typename T, bool kSorted>
+// the pixels' outputs. kSorted: a.sorted, fixed at compile time so the scan carries no mode branch;
+// CW: the feature channels' vector width (gemm.h: ChanVec), chosen per ISA by the caller.
+template <typename T, bool kSorted, int CW>
 void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32_t n_list,
                 FwdScratch<T>& s, const FwdOut<T>& o) {
   using V = typename Lanes<T>::V;
@@ -105,13 +108,14 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
     // whole 8-channel vectors channel-major, straight into the pixels' outputs
     int n_half[2] = {0, 0};
     if (n_vec > 0) split_halves<T>(W, nw, halves, n_half);
-    channel_major<T, kChanVecs>(W, R, halves, n_half, nvalid, 0, n_vec, [&](int l, int64_t c,
-                                                                         const V& v) {
+    channel_vectors<T, CW>(W, R, halves, n_half, nvalid, c_vec, [&](int l, int64_t c,
+                                                                    const auto& v) {
+      using CV = std::decay_t<decltype(v)>;  // CW or 8 channels
       if (l >= nvalid) return;
-      V b{};
-      if (bg) std::memcpy(&b, bg + c, sizeof(V));
-      const V out = comp.lane(l).resolve(v, b, a.w_bg);
-      std::memcpy(o.render + (pix0 + l) * CH + c, &out, sizeof(V));
+      CV b{};
+      if (bg) std::memcpy(&b, bg + c, sizeof(CV));
+      const CV out = comp.lane(l).resolve(v, b, a.w_bg);
+      std::memcpy(o.render + (pix0 + l) * CH + c, &out, sizeof(CV));
     });
     // the last CH mod 8 channels (all of them for RGB + depth) pixel-major
     segment_tail<T, kLanes - 1>(acc, W, R, nw, c_vec, static_cast<int>(CH - c_vec));
@@ -130,16 +134,16 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
 }
 
 // One (camera, tile) task: its rows' Gaussians (TileRows) and their feature rows
-// (TileFeatures), then row by row.
-template <typename T>
+// (TileFeatures), then row by row (CW: render_row's).
+template <typename T, int CW>
 void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, int tx, int ty,
                  int32_t start, int32_t end, FwdScratch<T>& s, const FwdOut<T>& o) {
   TileRows<T>& tr = s.tile;
   tr.build(a, gs, tx, ty, start, end, /*prefetch_features=*/false);
   s.feats.gather(a, tr);
   for (int r = 0; r <= tr.y1 - tr.y0; ++r)
-    a.sorted ? render_row<T, true>(a, cam, r, start, end - start, s, o)
-             : render_row<T, false>(a, cam, r, start, end - start, s, o);
+    a.sorted ? render_row<T, true, CW>(a, cam, r, start, end - start, s, o)
+             : render_row<T, false, CW>(a, cam, r, start, end - start, s, o);
 }
 
 // The 3DGS/gsplat-style baseline: one pixel at a time over the whole tile list, channel loop
@@ -203,6 +207,9 @@ RasterFwdResult rasterize_fwd_cpu(
     const std::vector<RowGaussian<T>> gs =
         scalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
     const int64_t n_tiles = plan.grid.count;
+    // 16-channel vectors where the copy that runs has the registers for them and there are
+    // features (RGB + depth alone has no whole vector: the narrow instantiation, unchanged)
+    const bool wide = wide_vectors(active_isa()) && CH >= kWideChannels<T>;
     cpu::parallel_tasks(n_tiles, [&](const auto& take) {
       FwdScratch<T> s;
       std::vector<TileGaussian<T>> list;  // the scalar baseline's tile list
@@ -217,7 +224,8 @@ RasterFwdResult rasterize_fwd_cpu(
           continue;
         }
         s.listed = s.computed = s.useful = 0;
-        render_tile(a, gs.data(), cam, tx, ty, start, stop, s, o);
+        wide ? render_tile<T, kWideChannels<T>>(a, gs.data(), cam, tx, ty, start, stop, s, o)
+             : render_tile<T, kLanes>(a, gs.data(), cam, tx, ty, start, stop, s, o);
         atomic_add<int64_t>(st + 3 * cam + 0, s.listed);
         atomic_add<int64_t>(st + 3 * cam + 1, s.computed);
         atomic_add<int64_t>(st + 3 * cam + 2, s.useful);
