@@ -207,8 +207,8 @@ RasterFwdResult rasterize_fwd_cpu(
     const std::vector<RowGaussian<T>> gs =
         scalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
     const int64_t n_tiles = plan.grid.count;
-    // 16-channel vectors where the copy that runs has the registers for them and there are
-    // features (RGB + depth alone has no whole vector: the narrow instantiation, unchanged)
+    // 16-channel vectors where the copy that runs has the registers for them and CH has one
+    // (below 16 channels, RGB + depth included, the narrow instantiation runs, unchanged)
     const bool wide = wide_vectors(active_isa()) && CH >= kWideChannels<T>;
     cpu::parallel_tasks(n_tiles, [&](const auto& take) {
       FwdScratch<T> s;
