@@ -5,7 +5,8 @@ z forward); Ks are pinhole matrices with square pixels whose principal point is 
 (W/2, H/2), so with pixel centres at (x + 0.5, y + 0.5) a point straight ahead lands in the middle
 of the image. The one camera record is gsrender.io.cameras.Camera (re-exported here).
 
-Camera JSON (one reader, load_cameras_json, for every command and API) comes in two layouts:
+Camera JSON (one reader, read_cameras_json, for every command and API: load_cameras_json gives
+Cameras, gsrender.loc.datasets.load_intrinsics_json localization queries) comes in two layouts:
   {"frames": [{"file": "images/x.jpg", "width": W, "height": H, "K": 3x3,
                "viewmat_w2c_opencv": 4x4}, ...]}        (snowmiku_small's cameras_small.json)
   [{"name": "cam_000", "width": W, "height": H, "K": 3x3, "viewmat_w2c_opencv": 4x4}, ...]
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -26,9 +28,9 @@ import torch
 from gsrender.io.cameras import Camera, stack_cameras
 from gsrender.io.paths import safe_join
 
-__all__ = ["UP_AXES", "WORLD_UP", "Camera", "cameras_from_json", "cameras_to_json", "intrinsics",
-           "load_cameras_json", "look_at", "orbit_cameras", "pinhole", "rig", "save_cameras_json", "scene_orbit",
-           "stack_cameras"]
+__all__ = ["UP_AXES", "WORLD_UP", "Camera", "CameraEntry", "cameras_from_json", "cameras_to_json", "intrinsics",
+           "load_cameras_json", "look_at", "orbit_cameras", "pinhole", "read_cameras_json", "rig",
+           "save_cameras_json", "scene_orbit", "stack_cameras"]
 
 WORLD_UP = (0.0, 0.0, 1.0)  # gsrender.synthetic's scenes: +z up, ground at z = 0
 UP_AXES = {"+x": (1, 0, 0), "-x": (-1, 0, 0), "+y": (0, 1, 0), "-y": (0, -1, 0), "+z": (0, 0, 1),
@@ -197,7 +199,7 @@ def scene_orbit(means: torch.Tensor, n: int, width: int, height: int, fov_deg: f
 # camera JSON
 
 
-def _matrix(path: Path, i: int, entry: dict, key: str, shape: tuple) -> torch.Tensor:
+def _matrix(path: Path, i: int, entry: dict, key: str, shape: tuple) -> np.ndarray:
     try:
         a = np.asarray(entry[key], dtype=np.float64)
     except KeyError:
@@ -206,14 +208,30 @@ def _matrix(path: Path, i: int, entry: dict, key: str, shape: tuple) -> torch.Te
         raise ValueError(f"{path}: camera {i} '{key}' is not a numeric matrix") from None
     if a.shape != shape or not np.isfinite(a).all():
         raise ValueError(f"{path}: camera {i} '{key}' must be a finite {shape[0]}x{shape[1]} matrix")
-    return torch.from_numpy(a).float()
+    return a
 
 
-def load_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | None = None) -> list[Camera]:
-    """Cameras in file order from either layout (module docstring).
+@dataclass
+class CameraEntry:
+    """One camera of a camera JSON as read, in float64: K [3,3], viewmat [4,4] world-to-camera
+    (None when the file has none and read_cameras_json was told the pose is optional)."""
+
+    name: str
+    width: int
+    height: int
+    K: np.ndarray
+    viewmat: np.ndarray | None
+    image_path: Path | None
+
+
+def read_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | None = None, *,
+                      pose_required: bool = True) -> list[CameraEntry]:
+    """The one camera-JSON reader: entries in file order from either layout (module docstring).
 
     image_path: images_dir/<name> when images_dir is given, else <json folder>/<file> for entries
-    with a "file", else None. Bad files raise ValueError naming the file and the camera.
+    with a "file", else None (neither may leave its folder). pose_required=False accepts entries
+    without "viewmat_w2c_opencv" (localization queries: intrinsics only). Bad files raise
+    ValueError naming the file and the camera.
     """
     path = Path(path)
     if not path.is_file():
@@ -228,7 +246,7 @@ def load_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | N
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"{path}: expected a non-empty list of cameras or an object with a non-empty "
                          f"'frames' list")
-    cams = []
+    out = []
     for i, e in enumerate(entries):
         if not isinstance(e, dict):
             raise ValueError(f"{path}: camera {i} is not an object")  # noqa: TRY004 (bad file content)
@@ -240,16 +258,25 @@ def load_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | N
                 or w <= 0 or h <= 0:
             raise ValueError(f"{path}: camera {i} needs positive integer 'width' and 'height'")
         K = _matrix(path, i, e, "K", (3, 3))
-        vm = _matrix(path, i, e, "viewmat_w2c_opencv", (4, 4))
-        if not torch.allclose(vm[3], torch.tensor([0.0, 0.0, 0.0, 1.0])):
-            raise ValueError(f"{path}: camera {i} viewmat's last row is not [0, 0, 0, 1]")
+        vm = None
+        if pose_required or "viewmat_w2c_opencv" in e:
+            vm = _matrix(path, i, e, "viewmat_w2c_opencv", (4, 4))
+            if not np.allclose(vm[3], [0.0, 0.0, 0.0, 1.0]):
+                raise ValueError(f"{path}: camera {i} viewmat's last row is not [0, 0, 0, 1]")
         name = PurePosixPath(file.replace("\\", "/")).name if file else str(e.get("name", f"cam_{i:03d}"))
         if images_dir is not None:
             image_path = safe_join(images_dir, name, "file")
         else:
             image_path = safe_join(path.parent, file, "file") if file else None
-        cams.append(Camera(name=name, width=w, height=h, K=K, viewmat=vm, image_path=image_path))
-    return cams
+        out.append(CameraEntry(name, w, h, K, vm, image_path))
+    return out
+
+
+def load_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | None = None) -> list[Camera]:
+    """read_cameras_json's entries (every one with a pose) as Cameras (float32 K and viewmat)."""
+    return [Camera(name=e.name, width=e.width, height=e.height, K=torch.from_numpy(e.K).float(),
+                   viewmat=torch.from_numpy(e.viewmat).float(), image_path=e.image_path)
+            for e in read_cameras_json(path, images_dir)]
 
 
 def cameras_from_json(path) -> tuple[torch.Tensor, torch.Tensor, int, int, list[str]]:

@@ -11,6 +11,7 @@ inf/NaN gradient leaks from Gaussians behind the camera, degenerate covariances 
 """
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 
@@ -114,6 +115,16 @@ def camera_centers(viewmats: torch.Tensor) -> torch.Tensor:
     return -torch.einsum("cji,cj->ci", R, t)
 
 
+def support_radius_factor(opacity):
+    """The support's radius in Mahalanobis units (docs/design.md §3; the 3σ of 3DGS, derived here
+    from the cut): α = o·exp(−d²/2) ≥ ALPHA_MIN iff d ≤ k = sqrt(2·ln(o/ALPHA_MIN)) (3.33 at
+    o = 1), 0 where o ≤ ALPHA_MIN. The radii are ceil(k·sqrt(cov2d_xx / yy)), as
+    projection.h's project_gaussian computes them. opacity: a tensor or a Python number."""
+    if isinstance(opacity, torch.Tensor):
+        return torch.sqrt(torch.clamp_min(2 * torch.log(torch.clamp_min(ALPHA_MIN_INV * opacity, 1.0)), 0.0))
+    return math.sqrt(2 * math.log(max(ALPHA_MIN_INV * opacity, 1.0)))
+
+
 def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: int,
             eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
             radius_clip: float = 0.0, antialiased: bool = False) -> dict:
@@ -181,10 +192,9 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
     means2d = torch.stack([fx * x / zs + cx, fy * y / zs + cy], dim=-1)  # [C,N,2]
 
     with torch.no_grad():
-        # Opacity-aware support: α ≥ 1/255 needs σ ≤ ln(255·o), i.e. Mahalanobis distance
-        # ≤ k = sqrt(2·ln(255·o)); the ellipse's box has half extents k·sqrt(cov2d_xx/yy).
+        # Opacity-aware support: the ellipse's box has half extents k·sqrt(cov2d_xx/yy)
         o_ok = opac2d >= ALPHA_MIN
-        k = torch.sqrt(torch.clamp_min(2 * torch.log(torch.clamp_min(ALPHA_MIN_INV * opac2d, 1.0)), 0.0))
+        k = support_radius_factor(opac2d)
         rx = torch.ceil(k * torch.sqrt(torch.clamp_min(c_xx, 0.0)))
         ry = torch.ceil(k * torch.sqrt(torch.clamp_min(c_yy, 0.0)))
         mx, my = means2d.unbind(-1)
@@ -522,5 +532,5 @@ __all__ = [
     "ALPHA_MAX", "ALPHA_MIN", "ALPHA_MIN_INV", "CHUNK_PAIRS", "DEFAULT_WEIGHT_PARAMS", "MODES", "SH_C0", "SH_C1",
     "SH_C2", "SH_C3", "TRANSMITTANCE_MIN", "blend_weights", "camera_centers",
     "composite_sequential", "covariances", "depth_weight", "project", "quat_to_rotmat",
-    "rasterize", "render", "sh_colors", "sh_eval",
+    "rasterize", "render", "sh_colors", "sh_eval", "support_radius_factor",
 ]

@@ -88,7 +88,7 @@ def _check_values(scales, quats, opacities, Ks):
         lo, hi = torch.aminmax(opacities)
         if bool((lo < 0) | (hi > 1)):
             raise ValueError("opacities must lie in [0, 1] (pass activated opacities, e.g. sigmoid)")
-    if bool((Ks[:, 0, 0] <= 0).any() or (Ks[:, 1, 1] <= 0).any()):
+    if bool(torch.minimum(Ks[:, 0, 0], Ks[:, 1, 1]).amin() <= 0):  # fx, fy: one read, not two
         raise ValueError("Ks must have positive focal lengths fx, fy")
 
 

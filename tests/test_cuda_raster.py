@@ -10,7 +10,7 @@ import torch
 
 import gsrender
 from gsrender import ops, synthetic
-from gsrender.contract import ALPHA_MIN_INV
+from gsrender import reference as ref
 
 pytestmark = [
     pytest.mark.cuda,
@@ -33,7 +33,7 @@ def _screen_scene(seed: int, dtype, C=2, N=300, width=53, height=37, D=4, ties=T
     det = cxx * cyy - cxy * cxy
     conics = torch.stack([cyy / det, -cxy / det, cxx / det], -1)
     opac = 0.02 + 0.97 * rnd(C, N)
-    k = torch.sqrt(2.0 * torch.log(ALPHA_MIN_INV * opac))
+    k = ref.support_radius_factor(opac)
     radii = torch.stack([torch.ceil(k * cxx.sqrt()), torch.ceil(k * cyy.sqrt())], -1).to(torch.int32)
     depths = 0.5 + 10.0 * rnd(C, N)
     if ties:

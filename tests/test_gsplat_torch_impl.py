@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from gsrender import ops
+from gsrender import reference as ref
 from gsrender import synthetic as S
-from gsrender.contract import ALPHA_MIN, ALPHA_MIN_INV
+from gsrender.contract import ALPHA_MIN
 
 try:
     from gsplat.cuda import _torch_impl as G
@@ -56,7 +57,7 @@ def test_projection_matches_gsplat_torch_impl(antialiased):
     det_inv = a * c - b * b
     cov_xx, cov_yy = c / det_inv, a / det_inv
     o2d = opac * g_comp if antialiased else opac.expand_as(a)
-    k = torch.sqrt(2.0 * torch.log((ALPHA_MIN_INV * o2d).clamp_min(1.0)))
+    k = ref.support_radius_factor(o2d)
     rx, ry = torch.ceil(k * cov_xx.sqrt()), torch.ceil(k * cov_yy.sqrt())
     mx, my = g_means2d.unbind(-1)
     want = ((g_radii > 0).all(-1) & (o2d >= ALPHA_MIN) & ((rx > 0) | (ry > 0))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from gsrender.cameras import load_cameras_json
 from gsrender.loc import datasets as D
 from gsrender.loc import retrieval as RT
 
@@ -75,8 +76,16 @@ def test_intrinsics_json(tmp_path):
     (r,) = D.load_intrinsics_json(tmp_path / "q.json")
     assert r.viewmat is None and r.image_path == tmp_path / "a.png" and r.K[0, 0] == 100.0
     (tmp_path / "bad.json").write_text(json.dumps([{"file": "a.png", "K": K}]))
-    with pytest.raises(ValueError, match="entry 0"):
+    with pytest.raises(ValueError, match="camera 0 needs positive integer 'width'"):
         D.load_intrinsics_json(tmp_path / "bad.json")
+    # the one camera-JSON reader (gsrender.cameras): a file with poses reads the same both ways
+    vm = [[1.0, 0, 0, 0.5], [0, 1.0, 0, 0], [0, 0, 1.0, 2.0], [0, 0, 0, 1.0]]
+    (tmp_path / "posed.json").write_text(json.dumps(
+        {"frames": [{"file": "a.png", "width": 80, "height": 60, "K": K, "viewmat_w2c_opencv": vm}]}))
+    (r,) = D.load_intrinsics_json(tmp_path / "posed.json")
+    (c,) = load_cameras_json(tmp_path / "posed.json")
+    assert (r.name, r.image_path, r.width, r.height) == (c.name, c.image_path, c.width, c.height)
+    assert np.array_equal(r.viewmat, vm) and np.array_equal(r.K, K)
 
 
 def test_retrieval_index_picks_the_matching_view():

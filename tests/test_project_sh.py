@@ -14,7 +14,6 @@ from conftest import every_cpu_isa
 
 from gsrender import _C  # noqa: F401  (registers torch.ops.gsrender.*)
 from gsrender import reference as ref
-from gsrender.contract import ALPHA_MIN_INV
 
 OPS = torch.ops.gsrender
 W, H = 64, 48
@@ -175,7 +174,7 @@ def test_project_fwd_hand_computed():
             means, quats, scales, opacities, viewmats, Ks, W, H, EPS2D, NEAR, FAR, 0.0, aa)
         vx, vy = (fx * s / z) ** 2, (fy * s / z) ** 2  # cov2d diagonal before eps2d
         comp = math.sqrt(vx * vy / ((vx + EPS2D) * (vy + EPS2D))) if aa else 1.0
-        k = math.sqrt(2 * math.log(ALPHA_MIN_INV * o * comp))
+        k = ref.support_radius_factor(o * comp)
         assert radii.tolist() == [[[math.ceil(k * math.sqrt(vx + EPS2D)),
                                     math.ceil(k * math.sqrt(vy + EPS2D))]]]
         torch.testing.assert_close(means2d, torch.tensor([[[cx, cy]]], dtype=dtype))

@@ -406,7 +406,7 @@ def test_sorted_equals_sequential_compositing():
                     a, b, cc = meta["conics"][c, n].tolist()
                     dx, dy = mx - (px + 0.5), my - (py + 0.5)
                     sigma = 0.5 * (a * dx * dx + cc * dy * dy) + b * dx * dy
-                    alpha = min(0.99, float(meta["opacities"][c, n]) * math.exp(-sigma)) \
+                    alpha = min(ref.ALPHA_MAX, float(meta["opacities"][c, n]) * math.exp(-sigma)) \
                         if sigma >= 0 else 0.0
                     alphas.append(alpha)
                 col, alpha = ref.composite_sequential(alphas, chans, bg)
@@ -457,7 +457,8 @@ def test_noncontiguous_inputs():
         assert torch.equal(getattr(out, k), getattr(expected, k)), k
 
 
-# ----------------------------------------------- float64 thresholds are exactly 0.99, 1/255, 1e-4
+# ------------------------ float64 kernels apply the contract's thresholds exactly (ALPHA_MAX,
+# ALPHA_MIN, TRANSMITTANCE_MIN: 0.99, 1/255, 1e-4, read from common.h; test_validation pins them)
 
 
 def _one_pixel(opacities, colors):
@@ -472,24 +473,27 @@ def _one_pixel(opacities, colors):
     return render(scene), render_ref(scene)
 
 
-def test_float64_alpha_clamp_is_0_99():
-    # opacity 0.995 at σ = 0: α = min(0.99, 0.995) = 0.99 -> alpha 0.99, colour 0.99
-    out, exp = _one_pixel([0.995], [[1.0, 1.0, 1.0]])
-    assert float(exp["alphas"]) == pytest.approx(0.99, abs=1e-15)
-    assert abs(float(out.alphas) - 0.99) < 1e-12  # got 0.9900000095367432
+def test_float64_alpha_clamp_is_exact():
+    # opacity ALPHA_MAX + 0.005 at σ = 0: α = min(ALPHA_MAX, o) = ALPHA_MAX -> alpha and colour
+    out, exp = _one_pixel([ref.ALPHA_MAX + 0.005], [[1.0, 1.0, 1.0]])
+    assert float(exp["alphas"]) == pytest.approx(ref.ALPHA_MAX, abs=1e-15)
+    assert abs(float(out.alphas) - ref.ALPHA_MAX) < 1e-12  # (a float clamp: 0.9900000095367432)
 
 
-def test_float64_alpha_cut_is_1_over_255():
-    # α = 0.0039215687 ≥ 1/255 = 0.00392156862745...: the pair contributes
-    out, exp = _one_pixel([0.0039215687], [[1.0, 1.0, 1.0]])
-    assert float(exp["alphas"]) == pytest.approx(0.0039215687, abs=1e-15)
-    assert abs(float(out.alphas) - 0.0039215687) < 1e-12  # got 0.0
+def test_float64_alpha_cut_is_exact():
+    # α = ALPHA_MIN·(1 + 2e-8) ≥ ALPHA_MIN (as 0.0039215687 ≥ 1/255): the pair contributes
+    o = ref.ALPHA_MIN * (1 + 2e-8)
+    out, exp = _one_pixel([o], [[1.0, 1.0, 1.0]])
+    assert float(exp["alphas"]) == pytest.approx(o, abs=1e-15)
+    assert abs(float(out.alphas) - o) < 1e-12  # (a float cut gives 0.0)
 
 
-def test_float64_stop_threshold_is_1e_4():
-    # α = 0.95, 0.95, 0.96 + 1e-10: T·(1−α3) = 1e-4 − 2.5e-13 < 1e-4, so the third (white)
-    # Gaussian is excluded: colour 0, alpha 1 − 0.0025
-    out, exp = _one_pixel([0.95, 0.95, 0.96 + 1e-10], [[0.0, 0, 0], [0.0, 0, 0], [1.0, 1, 1]])
+def test_float64_stop_threshold_is_exact():
+    # α = 0.95, 0.95, then a3 with T·(1−a3) = TRANSMITTANCE_MIN − 2.5e-13 (T = 0.0025; 1e-4 − 2.5e-13
+    # at the contract's 1e-4): the third (white) Gaussian is excluded: colour 0, alpha 1 − T
+    t = 0.05 * 0.05
+    a3 = 1 - ref.TRANSMITTANCE_MIN / t + 1e-10
+    out, exp = _one_pixel([0.95, 0.95, a3], [[0.0, 0, 0], [0.0, 0, 0], [1.0, 1, 1]])
     assert float(exp["colors"].abs().max()) == 0.0
-    assert float(out.colors.abs().max()) < 1e-12  # got 0.0024
-    assert abs(float(out.alphas) - 0.9975) < 1e-12  # got 0.9999
+    assert float(out.colors.abs().max()) < 1e-12  # (a float threshold: 0.0024)
+    assert abs(float(out.alphas) - (1 - t)) < 1e-12  # (0.9999)

@@ -164,6 +164,7 @@ def test_projection_straight_ahead_closed_form():
     Ks = _intrinsics(fx, fy, cx, cy)[None]
     cov_x = fx**2 * s**2 / z**2 + 0.3
     cov_y = fy**2 * s**2 / z**2 + 0.3
+    # the support's radius factor written out here (not ref.support_radius_factor: the oracle's own)
     k = math.sqrt(2 * math.log(ref.ALPHA_MIN_INV * o))
     for aa in (False, True):
         out = ref.project(means, quats, scales, opac, vm, Ks, W, H, antialiased=aa)
@@ -174,7 +175,7 @@ def test_projection_straight_ahead_closed_form():
         comp = math.sqrt((cov_x - 0.3) * (cov_y - 0.3) / (cov_x * cov_y)) if aa else 1.0
         o2d = o * comp
         assert float(out["opacities2d"][0, 0]) == pytest.approx(o2d, rel=1e-12)
-        k = math.sqrt(2 * math.log(255 * o2d))
+        k = math.sqrt(2 * math.log(ref.ALPHA_MIN_INV * o2d))
         assert out["radii"].dtype == torch.int32
         assert out["radii"][0, 0].tolist() == [math.ceil(k * math.sqrt(cov_x)),
                                                math.ceil(k * math.sqrt(cov_y))]

@@ -2,8 +2,9 @@
 returns LocImage records: image path, intrinsics, size, and the ground-truth world-to-camera pose
 when the layout has one (None for intrinsics-only queries).
 
-- intrinsics JSON: a list (or {"frames": [...]}) of {"file", "width", "height", "K"} and an
-  optional "viewmat_w2c_opencv"; paths relative to the JSON file or images_dir;
+- intrinsics JSON: the camera JSON of gsrender.cameras (a list, or {"frames": [...]}, of {"file",
+  "width", "height", "K"}) with "viewmat_w2c_opencv" optional; paths relative to the JSON file
+  or images_dir;
 - 7-Scenes: <root>/{TrainSplit,TestSplit}.txt list sequences ("sequence2" -> seq-02/), each
   with frame-XXXXXX.color.png and frame-XXXXXX.pose.txt (4×4 camera-to-world); the RGB camera
   is 640×480 with focal 525 px and the principal point at the centre (the dataset's nominal
@@ -15,11 +16,12 @@ when the layout has one (None for intrinsics-only queries).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from gsrender.cameras import read_cameras_json
 
 SEVEN_SCENES_FOCAL = 525.0
 
@@ -46,31 +48,11 @@ def _quat_wxyz_to_rotmat(q) -> np.ndarray:
 
 
 def load_intrinsics_json(path, images_dir=None) -> list[LocImage]:
-    """Query images with intrinsics only (a pose, if present, is kept for error reporting)."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"intrinsics: cannot read {path} ({e})") from None
-    frames = data.get("frames") if isinstance(data, dict) else data
-    if not isinstance(frames, list) or not frames:
-        raise ValueError(f"intrinsics: {path} must hold a non-empty list of images")
-    base = Path(images_dir) if images_dir else path.parent
-    out = []
-    for i, f in enumerate(frames):
-        try:
-            file = f.get("file") or f["name"]
-            K = np.asarray(f["K"], np.float64)
-            w, h = int(f["width"]), int(f["height"])
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ValueError(f"intrinsics: entry {i} of {path} needs file, width, height and K "
-                             f"({e!r})") from None
-        if K.shape != (3, 3) or not np.isfinite(K).all() or w <= 0 or h <= 0:
-            raise ValueError(f"intrinsics: entry {i} of {path} has a bad K or size")
-        vm = f.get("viewmat_w2c_opencv")
-        out.append(LocImage(Path(file).name, base / (Path(file).name if images_dir else file), K,
-                            w, h, None if vm is None else np.asarray(vm, np.float64)))
-    return out
+    """Query images with intrinsics only, from a camera JSON (gsrender.cameras.read_cameras_json,
+    the reader every command uses) whose entries may omit the pose; one given is kept for error
+    reporting."""
+    return [LocImage(e.name, e.image_path, e.K, e.width, e.height, e.viewmat)
+            for e in read_cameras_json(path, images_dir, pose_required=False)]
 
 
 def load_7scenes(root, split: str = "test", focal: float = SEVEN_SCENES_FOCAL) -> list[LocImage]:

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gsrender/common.h"
+#include "gsrender/math.h"
 
 namespace gsrender {
 
@@ -57,13 +58,30 @@ GSR_HOST_DEVICE T depth_weight_dz(T z, T phi, T sigma_w, T beta) {
 
 namespace gsrender {
 
+// The support (docs/design.md §3): α = o·exp(−σ) ≥ kAlphaMin iff σ ≤ level = ln(o/kAlphaMin) =
+// ln(255·o), the one place that level is written: binning's and the CPU raster's ellipse test
+// (support_ellipse.h, in double) and packing's boxes (support_extent) take it from here.
+template <typename T>
+GSR_HOST_DEVICE T support_level(T opacity) {
+  return log(T(kAlphaMinInv) * opacity);
+}
+
+// The support's radius in Mahalanobis units, k = sqrt(2·max(level, 0)) (3.33 at o = 1: 3DGS's 3σ,
+// derived from the cut): the radii are ceil(k·sqrt(cov2d_xx / yy)) (projection.h). Written with
+// max(255·o, 1) inside gsr_log (the same value as max(level, 0)) and the precise float / double
+// overloads of math.h; gsrender.reference.support_radius_factor is its float64 twin.
+template <typename T>
+GSR_HOST_DEVICE T support_radius_factor(T opacity) {
+  return gsr_sqrt(T(2) * gsr_log(gsr_max(T(kAlphaMinInv) * opacity, T(1))));
+}
+
 // Half extents (ex, ey) of the exact region where α can reach 1/255: σ ≤ ln(255·o), i.e. the
 // ellipse dᵀQd ≤ 2·ln(255·o) with Q = [[a, b], [b, c]]; its box has ex² = 2L·(Q⁻¹)_xx. Used for
 // packing: a Gaussian is dropped from a sub-tile only when no pixel of it can contribute.
 // Returns false when no pixel can contribute at all.
 template <typename T>
 GSR_HOST_DEVICE bool support_extent(T a, T b, T c, T opacity, T* ex, T* ey) {
-  const T level = log(T(kAlphaMinInv) * opacity);
+  const T level = support_level(opacity);
   const T det = a * c - b * b;
   if (!(level > T(0)) || !(det > T(0))) return false;
   // a 1e-4 relative margin keeps float rounding from ever dropping a reachable pixel

@@ -1,9 +1,10 @@
 // EWA projection of ONE Gaussian into ONE camera, forward and backward (vector-Jacobian
 // products), as GSR_HOST_DEVICE functions so the CPU and CUDA backends run the same formulas.
-// The rule is docs/design.md §3 / brief "Projection"; it matches gsplat's fully_fused_projection plus
+// The rule is docs/design.md §3 ("Projection"); it matches gsplat's fully_fused_projection plus
 // opacity-aware radii.
 #pragma once
 
+#include "gsrender/alpha.h"
 #include "gsrender/common.h"
 #include "gsrender/math.h"
 
@@ -179,8 +180,8 @@ GSR_HOST_DEVICE Projected<T> project_gaussian(const Vec3<T>& mean, const Vec4<T>
   if (antialiased) opacity2d *= gsr_sqrt(gsr_max(T(0), det_orig / det));
   // Opacity-aware support: α = o·exp(−σ) ≥ 1/255 needs σ ≤ ln(255·o), σ = ½ Mahalanobis².
   if (!(opacity2d >= T(kAlphaMin))) return projected_culled<T>();  // (NaN culled too)
-  // (clamped so rounding at o2d ≈ 1/255 cannot give sqrt of a negative)
-  const T k = gsr_sqrt(T(2) * gsr_log(gsr_max(T(kAlphaMinInv) * opacity2d, T(1))));
+  // (clamped inside, so rounding at o2d ≈ 1/255 cannot give sqrt of a negative)
+  const T k = support_radius_factor(opacity2d);
   const T rx = gsr_ceil(k * gsr_sqrt(cov.a));
   const T ry = gsr_ceil(k * gsr_sqrt(cov.c));
   if (rx <= radius_clip && ry <= radius_clip) return projected_culled<T>();

@@ -28,11 +28,8 @@ GSR_HOST_DEVICE T support_edge_min(T a, T b, T c, T dy, T lo, T hi) {
 // the minimum is 0 inside it and otherwise lies on an edge facing the mean.) Conservative: the
 // level carries a margin for the float32 kernels' rounding of σ, whose error grows with Q's
 // condition number ((a + c)²/det bounds it), so no pixel the kernels would light is ever dropped.
-// level: support_level(opacity), computed once per Gaussian. Meant for T = double on the host.
-template <typename T>
-GSR_HOST_DEVICE T support_level(T opacity) {
-  return log(T(kAlphaMinInv) * opacity);
-}
+// level: support_level(opacity) (gsrender/alpha.h), computed once per Gaussian. Meant for
+// T = double on the host.
 
 // The bound on dᵀQd that support_meets_rect tests: 2·ln(255·o) with that margin (det = ac − b²).
 template <typename T>
