@@ -83,9 +83,27 @@ struct TileEntry {
   }
 };
 
+// The frame's RowGaussians on 64-byte boundaries, left uninitialised until prepare_gaussians
+// writes them: at float each is then one cache line of the tile set-up's random reads, not two
+// (an unaligned one straddles a line boundary), and no serial zero-fill precedes the parallel one.
+template <class U>
+struct LineAllocator {
+  using value_type = U;
+  LineAllocator() = default;
+  template <class V>
+  LineAllocator(const LineAllocator<V>&) {}
+  U* allocate(size_t n) { return static_cast<U*>(::operator new(n * sizeof(U), std::align_val_t(64))); }
+  void deallocate(U* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <class V>
+  void construct(V* p) { ::new (static_cast<void*>(p)) V; }  // default-, not value-initialised
+  friend bool operator==(const LineAllocator&, const LineAllocator&) { return true; }
+};
 template <typename T>
-std::vector<RowGaussian<T>> prepare_gaussians(const RasterArgs<T>& a) {
-  std::vector<RowGaussian<T>> gs(a.C * a.N);
+using GaussianArray = std::vector<RowGaussian<T>, LineAllocator<RowGaussian<T>>>;
+
+template <typename T>
+GaussianArray<T> prepare_gaussians(const RasterArgs<T>& a) {
+  GaussianArray<T> gs(a.C * a.N);
   cpu::parallel_for(0, a.C * a.N, 2048, [&](int64_t begin, int64_t end) {
     for (int64_t id = begin; id < end; ++id) {
       RowGaussian<T>& g = gs[id];
@@ -142,27 +160,39 @@ struct TileRows {
   std::vector<TileEntry<T>> kept;          // the Gaussians kept, in list (depth) order
   std::vector<int32_t> span;               // [kept, 2]: first and last row of each
   std::vector<uint32_t> cross;             // per kept entry, per row of its span: row_masks
+  std::vector<int32_t> row_count;          // per row, how many kept entries cross it
   std::vector<int32_t> row_start, row_fill, items;  // per row, kept entries crossing it
   std::vector<uint32_t> masks;             // per items entry: the segments it crosses
 
+  // The tile's whole list [start, end): begin, add every entry, index_rows.
   // prefetch_features: fetch every kept Gaussian's feature row here (the forward passes false:
   // it copies them, TileFeatures).
   void build(const RasterArgs<T>& a, const RowGaussian<T>* gs, int tx, int ty, int32_t start,
              int32_t end, bool prefetch_features = true) {
+    begin(a, tx, ty);
+    add(a, gs, start, 0, end - start, prefetch_features);
+    index_rows();
+  }
+
+  // Tile (tx, ty), nothing kept yet.
+  void begin(const RasterArgs<T>& a, int tx, int ty) {
     const PixelBox px = tile_pixels(tx, ty, a.tile_size, a.width, a.height);
     x0 = px.x0, y0 = px.y0, x1 = px.x1, y1 = px.y1;
-    const int n_rows = y1 - y0 + 1;
-    const int32_t* ids = a.flatten_ids + start;
-    const int32_t n = end - start;
     kept.clear(), span.clear(), cross.clear();
-    row_start.assign(n_rows + 1, 0);
-    for (int32_t i = 0; i < n; ++i) {
+    row_count.assign(y1 - y0 + 1, 0);
+  }
+
+  // Appends the tile-list positions [from, to) (of the list starting at flatten_ids[start]) its
+  // exact test keeps: a list is added in pieces front to back (the forward stops adding once its
+  // pixels saturate), and the kept entries, their rows and masks are those of one whole build.
+  void add(const RasterArgs<T>& a, const RowGaussian<T>* gs, int32_t start, int32_t from,
+           int32_t to, bool prefetch_features) {
+    const PixelBox px{x0, y0, x1, y1};
+    const int32_t* ids = a.flatten_ids + start;
+    for (int32_t i = from; i < to; ++i) {
       // The list is in depth order, so gs is read at random: fetch ahead of the test.
       constexpr int kAhead = 12;
-      if (i + kAhead < n) {
-        const char* p = reinterpret_cast<const char*>(gs + ids[i + kAhead]);
-        __builtin_prefetch(p), __builtin_prefetch(p + sizeof(RowGaussian<T>) - 1);
-      }
+      if (i + kAhead < to) prefetch_gaussian(gs + ids[i + kAhead]);
       const RowGaussian<T>& g = gs[ids[i]];
       if (!support_meets_tile<T>(g, px)) continue;  // bin_tiles with conics dropped it already
       const int r0 = std::max(g.box.y0, y0) - y0, r1 = std::min(g.box.y1, y1) - y0;
@@ -172,11 +202,18 @@ struct TileRows {
       const size_t at = cross.size();
       cross.resize(at + (r1 - r0 + 1));
       row_masks(g, x0, x1, y0 + r0, r1 - r0 + 1, cross.data() + at);
-      for (int r = r0; r <= r1; ++r) row_start[r + 1] += cross[at + (r - r0)] != 0;
+      for (int r = r0; r <= r1; ++r) row_count[r] += cross[at + (r - r0)] != 0;
       // its feature row, read by the accumulation after the rows' scans
       if (prefetch_features) prefetch_feature_row(a, ids[i]);
     }
-    for (int r = 0; r < n_rows; ++r) row_start[r + 1] += row_start[r];
+  }
+
+  // The row lists (row_start, items, masks) of every entry kept so far.
+  void index_rows() {
+    const int n_rows = y1 - y0 + 1;
+    row_start.resize(n_rows + 1);
+    row_start[0] = 0;
+    for (int r = 0; r < n_rows; ++r) row_start[r + 1] = row_start[r] + row_count[r];
     // Branch-free fill: a row the Gaussian misses writes to a spare slot past the end.
     const int32_t spare = row_start[n_rows];
     items.resize(spare + 1), masks.resize(spare + 1);
@@ -188,6 +225,13 @@ struct TileRows {
         items[at] = int32_t(k), masks[at] = *m;
         row_fill[r] += *m != 0;
       }
+  }
+
+  // The cache lines of one Gaussian of the frame's array (one at float: gaussian_array aligns it).
+  static void prefetch_gaussian(const RowGaussian<T>* g) {
+    const char* p = reinterpret_cast<const char*>(g);
+    __builtin_prefetch(p);
+    if constexpr (sizeof(RowGaussian<T>) > 64) __builtin_prefetch(p + sizeof(RowGaussian<T>) - 1);
   }
 
   static void prefetch_feature_row(const RasterArgs<T>& a, int32_t id) {
@@ -233,13 +277,15 @@ template <typename T>
 struct TileFeatures {
   std::vector<T> rows;
 
-  void gather(const RasterArgs<T>& a, const TileRows<T>& tr) {
+  // The rows of kept entries [from, kept): those before are copied already (TileRows::add's
+  // pieces).
+  void gather(const RasterArgs<T>& a, const TileRows<T>& tr, size_t from = 0) {
     using V = typename Lanes<T>::V;
     const size_t n = tr.kept.size(), CH = size_t(a.CH), n_vec = CH / kLanes;
     if (rows.size() < n * CH) rows.resize(n * CH);
     // about 16 lines in flight (narrow rows, RGB: one line each, 16 rows ahead)
     const size_t lines = (CH * sizeof(T) + 63) / 64, kAhead = std::max<size_t>(4, 16 / lines);
-    for (size_t k = 0; k < n; ++k) {
+    for (size_t k = from; k < n; ++k) {
       if (k + kAhead < n) TileRows<T>::prefetch_feature_row(a, tr.kept[k + kAhead].id);
       const T* src = a.colors + int64_t(tr.kept[k].id) * a.CH;
       T* dst = rows.data() + k * CH;
