@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "gsrender/host_alloc.h"
 #include "gsrender/raster_interface.h"
 #include "gsrender/support_ellipse.h"
 #include "gsrender/tiles.h"
@@ -83,30 +84,28 @@ struct TileEntry {
   }
 };
 
-// The frame's RowGaussians on 64-byte boundaries, left uninitialised until prepare_gaussians
-// writes them: at float each is then one cache line of the tile set-up's random reads, not two
-// (an unaligned one straddles a line boundary), and no serial zero-fill precedes the parallel one.
-template <class U>
-struct LineAllocator {
-  using value_type = U;
-  LineAllocator() = default;
-  template <class V>
-  LineAllocator(const LineAllocator<V>&) {}
-  U* allocate(size_t n) { return static_cast<U*>(::operator new(n * sizeof(U), std::align_val_t(64))); }
-  void deallocate(U* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
-  template <class V>
-  void construct(V* p) { ::new (static_cast<void*>(p)) V; }  // default-, not value-initialised
-  friend bool operator==(const LineAllocator&, const LineAllocator&) { return true; }
-};
+// The frame's RowGaussians, uninitialised until prepare_gaussians writes them, in an empty_host
+// block: 64-byte aligned (PyTorch's allocator; 2 MB aligned from 32 MB on), so at float each
+// Gaussian is one cache line of the tile set-up's random reads, not two (an unaligned one
+// straddles a line boundary); and from 32 MB (0.5 M Gaussians) on huge pages, so those reads
+// miss the TLB far less (1M Gaussians: 64 MB, 16 k pages of 4 KB) and its first touch faults 32
+// pages, not 16 k. (It was a std::vector, zero-filled by one thread before the parallel fill.)
+static_assert(sizeof(RowGaussian<float>) == 64, "a float RowGaussian is one cache line");
 template <typename T>
-using GaussianArray = std::vector<RowGaussian<T>, LineAllocator<RowGaussian<T>>>;
+struct GaussianArray {
+  at::Tensor block;  // [n · sizeof(RowGaussian)] bytes
+  explicit GaussianArray(int64_t n = 0)
+      : block(empty_host({n * int64_t(sizeof(RowGaussian<T>))}, at::TensorOptions(at::kByte))) {}
+  RowGaussian<T>* data() const { return reinterpret_cast<RowGaussian<T>*>(block.data_ptr()); }
+};
 
 template <typename T>
 GaussianArray<T> prepare_gaussians(const RasterArgs<T>& a) {
   GaussianArray<T> gs(a.C * a.N);
+  RowGaussian<T>* const out = gs.data();
   cpu::parallel_for(0, a.C * a.N, 2048, [&](int64_t begin, int64_t end) {
     for (int64_t id = begin; id < end; ++id) {
-      RowGaussian<T>& g = gs[id];
+      RowGaussian<T>& g = out[id];
       g.opacity = a.opacities[id];
       static_cast<Support<T>&>(g) =
           make_support<T>(a.means2d[2 * id], a.means2d[2 * id + 1], a.conics[3 * id],
@@ -227,7 +226,7 @@ struct TileRows {
       }
   }
 
-  // The cache lines of one Gaussian of the frame's array (one at float: gaussian_array aligns it).
+  // The cache lines of one Gaussian of the frame's array (one at float: GaussianArray aligns it).
   static void prefetch_gaussian(const RowGaussian<T>* g) {
     const char* p = reinterpret_cast<const char*>(g);
     __builtin_prefetch(p);
