@@ -428,7 +428,7 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   AT_DISPATCH_FLOATING_TYPES(dt, "rasterize_bwd_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, mode, weight_params);
-    const std::vector<RowGaussian<T>> gs = prepare_gaussians(a);
+    const GaussianArray<T> gs = prepare_gaussians(a);
     if (deterministic)
       backward_deterministic<T>(a, gs.data(), bufs.io<T>(), in.flatten_ids, has_bg);
     else

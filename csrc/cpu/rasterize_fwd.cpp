@@ -31,6 +31,7 @@ struct FwdScratch {
   std::vector<int32_t> halves;          // [2, cap]: those lighting each 4-pixel half
   LaneVector<V> acc;                    // [CH]: one segment's output, channel-major
   int64_t listed = 0, computed = 0, useful = 0;
+  double reach = 1;  // sorted: the share of its list the last tile's pixels needed (render_tile)
 };
 
 // Sorted mode: 1 + the tile-list position of lane l's last contributing pair (start when none),
@@ -50,8 +51,10 @@ int32_t last_contributor(const V* W, const int32_t* I, int nw, int l, int32_t st
 // saturate; then OUT = Wᵀ·F as register-blocked GEMM over its contributing Gaussians only, and
 // the pixels' outputs. kSorted: a.sorted, fixed at compile time so the scan carries no mode branch;
 // CW: the feature channels' vector width (gemm.h: ChanVec), chosen per ISA by the caller.
+// Returns how far into the tile list its pixels needed to read: the largest list position + 1 at
+// which a segment saturated, or n_list when some segment did not (weighted mode: always).
 template <typename T, bool kSorted, int CW>
-void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32_t n_list,
+int32_t render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32_t n_list,
                 FwdScratch<T>& s, const FwdOut<T>& o) {
   using V = typename Lanes<T>::V;
   using M = typename Lanes<T>::M;
@@ -72,6 +75,7 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
   const T** R = s.rows.data();
   int32_t* I = s.at.data();
   M evals{}, useful{};
+  int32_t reach = 0;
   for (int sg = 0; sg < seg.n; ++sg) {
     const int32_t* list = s.list.data() + sg * cap;
     const V px = seg.px[sg];
@@ -101,6 +105,7 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
         }
       }
     }
+    reach = std::max(reach, stop_at);
     // each lane was evaluated up to its stop, or over the q pairs scanned
     evals += seg.inside[sg] & lane_select(stopped != 0, stopped, M{} + q);
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
@@ -131,19 +136,41 @@ void render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, int32
     }
   }
   for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
+  return reach;
 }
 
 // One (camera, tile) task: its rows' Gaussians (TileRows) and their feature rows
-// (TileFeatures), then row by row (CW: render_row's).
+// (TileFeatures), then row by row (CW: render_row's). Sorted mode reads the list in pieces, front
+// to back, as far as its pixels need: where the image saturates (T < 1e-4) the pairs behind are
+// never read, the α ≥ 1/255 test, row masks and feature copy of most of a dense tile's list
+// included. A first piece sized from the previous tile's need (s.reach), then doubled until every
+// segment saturated inside what was added, or the list ends; each try renders the rows again from
+// the first, over the same entries a whole build keeps, so the images are those of one whole pass.
 template <typename T, int CW>
 void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, int tx, int ty,
                  int32_t start, int32_t end, FwdScratch<T>& s, const FwdOut<T>& o) {
   TileRows<T>& tr = s.tile;
-  tr.build(a, gs, tx, ty, start, end, /*prefetch_features=*/false);
-  s.feats.gather(a, tr);
-  for (int r = 0; r <= tr.y1 - tr.y0; ++r)
-    a.sorted ? render_row<T, true, CW>(a, cam, r, start, end - start, s, o)
-             : render_row<T, false, CW>(a, cam, r, start, end - start, s, o);
+  const int32_t n = end - start;
+  tr.begin(a, tx, ty);
+  int32_t added = 0;
+  int32_t upto = a.sorted ? int32_t(std::min<int64_t>(n, int64_t(s.reach * 1.25 * n) + 64)) : n;
+  for (;;) {
+    const size_t had = tr.kept.size();
+    tr.add(a, gs, start, added, upto, /*prefetch_features=*/false);
+    tr.index_rows();
+    s.feats.gather(a, tr, had);
+    added = upto;
+    s.listed = s.computed = s.useful = 0;
+    int32_t reach = 0;
+    for (int r = 0; r <= tr.y1 - tr.y0 && reach <= added; ++r)
+      reach = std::max(reach, a.sorted ? render_row<T, true, CW>(a, cam, r, start, n, s, o)
+                                       : render_row<T, false, CW>(a, cam, r, start, n, s, o));
+    if (reach <= added) {  // every pixel done inside the entries added (always when added = n)
+      s.reach = n > 0 ? double(reach) / n : s.reach;
+      return;
+    }
+    upto = std::min<int64_t>(n, 2 * int64_t(upto));
+  }
 }
 
 // The 3DGS/gsplat-style baseline: one pixel at a time over the whole tile list, channel loop
@@ -204,8 +231,7 @@ RasterFwdResult rasterize_fwd_cpu(
                       aux.data_ptr<T>(), stats.data_ptr<int64_t>()};
     int64_t* st = o.stats;
     const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
-    const std::vector<RowGaussian<T>> gs =
-        scalar ? std::vector<RowGaussian<T>>() : prepare_gaussians(a);
+    const GaussianArray<T> gs = scalar ? GaussianArray<T>() : prepare_gaussians(a);
     const int64_t n_tiles = plan.grid.count;
     // 16-channel vectors where the copy that runs has the registers for them and CH has one
     // (below 16 channels, RGB + depth included, the narrow instantiation runs, unchanged)
@@ -223,7 +249,6 @@ RasterFwdResult rasterize_fwd_cpu(
           render_tile_scalar(a, cam, tx, ty, start, stop, list, o);
           continue;
         }
-        s.listed = s.computed = s.useful = 0;
         wide ? render_tile<T, kWideChannels<T>>(a, gs.data(), cam, tx, ty, start, stop, s, o)
              : render_tile<T, kLanes>(a, gs.data(), cam, tx, ty, start, stop, s, o);
         atomic_add<int64_t>(st + 3 * cam + 0, s.listed);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "gsrender/host_alloc.h"
 #include "gsrender/raster_interface.h"
 #include "gsrender/support_ellipse.h"
 #include "gsrender/tiles.h"
@@ -83,12 +84,28 @@ struct TileEntry {
   }
 };
 
+// The frame's RowGaussians, uninitialised until prepare_gaussians writes them, in an empty_host
+// block: 64-byte aligned (PyTorch's allocator; 2 MB aligned from 32 MB on), so at float each
+// Gaussian is one cache line of the tile set-up's random reads, not two (an unaligned one
+// straddles a line boundary); and from 32 MB (0.5 M Gaussians) on huge pages, so those reads
+// miss the TLB far less (1M Gaussians: 64 MB, 16 k pages of 4 KB) and its first touch faults 32
+// pages, not 16 k. (It was a std::vector, zero-filled by one thread before the parallel fill.)
+static_assert(sizeof(RowGaussian<float>) == 64, "a float RowGaussian is one cache line");
 template <typename T>
-std::vector<RowGaussian<T>> prepare_gaussians(const RasterArgs<T>& a) {
-  std::vector<RowGaussian<T>> gs(a.C * a.N);
+struct GaussianArray {
+  at::Tensor block;  // [n · sizeof(RowGaussian)] bytes
+  explicit GaussianArray(int64_t n = 0)
+      : block(empty_host({n * int64_t(sizeof(RowGaussian<T>))}, at::TensorOptions(at::kByte))) {}
+  RowGaussian<T>* data() const { return reinterpret_cast<RowGaussian<T>*>(block.data_ptr()); }
+};
+
+template <typename T>
+GaussianArray<T> prepare_gaussians(const RasterArgs<T>& a) {
+  GaussianArray<T> gs(a.C * a.N);
+  RowGaussian<T>* const out = gs.data();
   cpu::parallel_for(0, a.C * a.N, 2048, [&](int64_t begin, int64_t end) {
     for (int64_t id = begin; id < end; ++id) {
-      RowGaussian<T>& g = gs[id];
+      RowGaussian<T>& g = out[id];
       g.opacity = a.opacities[id];
       static_cast<Support<T>&>(g) =
           make_support<T>(a.means2d[2 * id], a.means2d[2 * id + 1], a.conics[3 * id],
@@ -142,27 +159,39 @@ struct TileRows {
   std::vector<TileEntry<T>> kept;          // the Gaussians kept, in list (depth) order
   std::vector<int32_t> span;               // [kept, 2]: first and last row of each
   std::vector<uint32_t> cross;             // per kept entry, per row of its span: row_masks
+  std::vector<int32_t> row_count;          // per row, how many kept entries cross it
   std::vector<int32_t> row_start, row_fill, items;  // per row, kept entries crossing it
   std::vector<uint32_t> masks;             // per items entry: the segments it crosses
 
+  // The tile's whole list [start, end): begin, add every entry, index_rows.
   // prefetch_features: fetch every kept Gaussian's feature row here (the forward passes false:
   // it copies them, TileFeatures).
   void build(const RasterArgs<T>& a, const RowGaussian<T>* gs, int tx, int ty, int32_t start,
              int32_t end, bool prefetch_features = true) {
+    begin(a, tx, ty);
+    add(a, gs, start, 0, end - start, prefetch_features);
+    index_rows();
+  }
+
+  // Tile (tx, ty), nothing kept yet.
+  void begin(const RasterArgs<T>& a, int tx, int ty) {
     const PixelBox px = tile_pixels(tx, ty, a.tile_size, a.width, a.height);
     x0 = px.x0, y0 = px.y0, x1 = px.x1, y1 = px.y1;
-    const int n_rows = y1 - y0 + 1;
-    const int32_t* ids = a.flatten_ids + start;
-    const int32_t n = end - start;
     kept.clear(), span.clear(), cross.clear();
-    row_start.assign(n_rows + 1, 0);
-    for (int32_t i = 0; i < n; ++i) {
+    row_count.assign(y1 - y0 + 1, 0);
+  }
+
+  // Appends the tile-list positions [from, to) (of the list starting at flatten_ids[start]) its
+  // exact test keeps: a list is added in pieces front to back (the forward stops adding once its
+  // pixels saturate), and the kept entries, their rows and masks are those of one whole build.
+  void add(const RasterArgs<T>& a, const RowGaussian<T>* gs, int32_t start, int32_t from,
+           int32_t to, bool prefetch_features) {
+    const PixelBox px{x0, y0, x1, y1};
+    const int32_t* ids = a.flatten_ids + start;
+    for (int32_t i = from; i < to; ++i) {
       // The list is in depth order, so gs is read at random: fetch ahead of the test.
       constexpr int kAhead = 12;
-      if (i + kAhead < n) {
-        const char* p = reinterpret_cast<const char*>(gs + ids[i + kAhead]);
-        __builtin_prefetch(p), __builtin_prefetch(p + sizeof(RowGaussian<T>) - 1);
-      }
+      if (i + kAhead < to) prefetch_gaussian(gs + ids[i + kAhead]);
       const RowGaussian<T>& g = gs[ids[i]];
       if (!support_meets_tile<T>(g, px)) continue;  // bin_tiles with conics dropped it already
       const int r0 = std::max(g.box.y0, y0) - y0, r1 = std::min(g.box.y1, y1) - y0;
@@ -172,11 +201,18 @@ struct TileRows {
       const size_t at = cross.size();
       cross.resize(at + (r1 - r0 + 1));
       row_masks(g, x0, x1, y0 + r0, r1 - r0 + 1, cross.data() + at);
-      for (int r = r0; r <= r1; ++r) row_start[r + 1] += cross[at + (r - r0)] != 0;
+      for (int r = r0; r <= r1; ++r) row_count[r] += cross[at + (r - r0)] != 0;
       // its feature row, read by the accumulation after the rows' scans
       if (prefetch_features) prefetch_feature_row(a, ids[i]);
     }
-    for (int r = 0; r < n_rows; ++r) row_start[r + 1] += row_start[r];
+  }
+
+  // The row lists (row_start, items, masks) of every entry kept so far.
+  void index_rows() {
+    const int n_rows = y1 - y0 + 1;
+    row_start.resize(n_rows + 1);
+    row_start[0] = 0;
+    for (int r = 0; r < n_rows; ++r) row_start[r + 1] = row_start[r] + row_count[r];
     // Branch-free fill: a row the Gaussian misses writes to a spare slot past the end.
     const int32_t spare = row_start[n_rows];
     items.resize(spare + 1), masks.resize(spare + 1);
@@ -188,6 +224,13 @@ struct TileRows {
         items[at] = int32_t(k), masks[at] = *m;
         row_fill[r] += *m != 0;
       }
+  }
+
+  // The cache lines of one Gaussian of the frame's array (one at float: GaussianArray aligns it).
+  static void prefetch_gaussian(const RowGaussian<T>* g) {
+    const char* p = reinterpret_cast<const char*>(g);
+    __builtin_prefetch(p);
+    if constexpr (sizeof(RowGaussian<T>) > 64) __builtin_prefetch(p + sizeof(RowGaussian<T>) - 1);
   }
 
   static void prefetch_feature_row(const RasterArgs<T>& a, int32_t id) {
@@ -233,13 +276,15 @@ template <typename T>
 struct TileFeatures {
   std::vector<T> rows;
 
-  void gather(const RasterArgs<T>& a, const TileRows<T>& tr) {
+  // The rows of kept entries [from, kept): those before are copied already (TileRows::add's
+  // pieces).
+  void gather(const RasterArgs<T>& a, const TileRows<T>& tr, size_t from = 0) {
     using V = typename Lanes<T>::V;
     const size_t n = tr.kept.size(), CH = size_t(a.CH), n_vec = CH / kLanes;
     if (rows.size() < n * CH) rows.resize(n * CH);
     // about 16 lines in flight (narrow rows, RGB: one line each, 16 rows ahead)
     const size_t lines = (CH * sizeof(T) + 63) / 64, kAhead = std::max<size_t>(4, 16 / lines);
-    for (size_t k = 0; k < n; ++k) {
+    for (size_t k = from; k < n; ++k) {
       if (k + kAhead < n) TileRows<T>::prefetch_feature_row(a, tr.kept[k + kAhead].id);
       const T* src = a.colors + int64_t(tr.kept[k].id) * a.CH;
       T* dst = rows.data() + k * CH;
