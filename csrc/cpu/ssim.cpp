@@ -3,7 +3,7 @@
 // exact gradient. On a CPU, F.conv2d's depthwise blurs plus ~25 elementwise tensor ops took
 // about a fifth of a training step; here the blurs are two 11-tap passes whose inner loops
 // vectorise, no intermediate map but the five blurred moments is written, and the channel-last
-// images are read in place (no whole-image planar copies: a band's rows are gathered once).
+// images are read in place (no planar copies).
 //
 // Per pixel, with the blurred moments mx = B(x), my = B(y), sxx = B(x²), syy = B(y²), sxy = B(xy)
 // (B: the window along W then H, zero padding, the same size — F.conv2d's cross-correlation):
@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "gsrender/checks.h"
@@ -39,51 +38,35 @@ struct Planes {
   T* row(int64_t p, int64_t y) const { return data + ((p / CH * H + y) * W) * CH + p % CH; }
 };
 
-template <typename T>
-constexpr int64_t kBlock = 64 / sizeof(T);  // outputs a blur keeps in registers: a cache line
-
-// W rounded up to whole blocks: the blur's last block reads (and drops) values past W.
-inline int64_t padded_width(int64_t W, int64_t block) { return (W + block - 1) / block * block; }
-
-// The rows [h0, h1) a band [y0, y1) reads: its own and the window's halo inside the plane.
-inline std::pair<int64_t, int64_t> band_halo(int64_t y0, int64_t y1, int64_t H, int r) {
-  return {std::max<int64_t>(0, y0 - r), std::min<int64_t>(H, y1 + r)};
-}
-
-// Scratch of one thread: a zero-padded input row, the band's rows blurred along W (both with a
-// block of slack: see weighted_rows), the source rows of one output row, and band-sized buffers
-// (up to kBandRows + 2r rows of W) for what the blurs read or write: the forward's x and y rows,
-// the backward's four v·∂S/∂(moment) maps and three blurred ones.
-constexpr int kBandBuffers = 7;
+// Scratch of one thread: a zero-padded input row, the band's rows blurred along W, and the
+// source rows of one output row.
 template <typename T>
 struct BlurScratch {
   std::vector<T> padded, wrows;
   std::vector<const T*> srcs;
-  std::vector<T> band[kBandBuffers];
   BlurScratch(int64_t W, int r)
-      : padded(padded_width(W, kBlock<T>) + 2 * r, T(0)),
-        wrows((kBandRows + 2 * r) * W + kBlock<T>),
-        srcs(2 * r + 1) {
-    for (auto& b : band) b.resize((kBandRows + 2 * r) * W);
-  }
+      : padded(W + 2 * r, T(0)), wrows((kBandRows + 2 * r) * W), srcs(2 * r + 1) {}
 };
 
 // out[x] = Σ_i w[i] · src[i][x] for x in [0, W), i in increasing order. A cache line of outputs
-// stays in registers across the n taps (one store per output instead of one per tap). The last
-// block is a whole one too, its lanes past W dropped (each src[i] is readable up to
-// padded_width(W)): no output takes a scalar loop (at W = 494, 14 pixels a row took 7 % of
-// the forward's time that way).
+// stays in registers across the n taps (one store per output instead of one per tap).
 template <typename T>
 void weighted_rows(const T* const* src, const T* w, int n, int64_t W, T* out) {
-  constexpr int64_t kB = kBlock<T>;
-  for (int64_t x = 0; x < W; x += kB) {
-    T acc[kB] = {};
+  constexpr int64_t kBlock = 64 / sizeof(T);
+  int64_t x = 0;
+  for (; x + kBlock <= W; x += kBlock) {
+    T acc[kBlock] = {};
     for (int i = 0; i < n; ++i) {
       const T wi = w[i];
       const T* s = src[i] + x;
-      for (int64_t j = 0; j < kB; ++j) acc[j] += wi * s[j];
+      for (int64_t j = 0; j < kBlock; ++j) acc[j] += wi * s[j];
     }
-    std::copy(acc, acc + std::min(kB, W - x), out + x);
+    std::copy(acc, acc + kBlock, out + x);
+  }
+  for (; x < W; ++x) {
+    T acc = 0;
+    for (int i = 0; i < n; ++i) acc += w[i] * src[i][x];
+    out[x] = acc;
   }
 }
 
@@ -92,7 +75,7 @@ void weighted_rows(const T* const* src, const T* w, int n, int64_t W, T* out) {
 template <typename T, class Row>
 void blur_band(const Row& row, T* out, int64_t H, int64_t W, const T* g, int r, int64_t y0,
                int64_t y1, BlurScratch<T>& s) {
-  const auto [h0, h1] = band_halo(y0, y1, H, r);
+  const int64_t h0 = std::max<int64_t>(0, y0 - r), h1 = std::min<int64_t>(H, y1 + r);
   for (int k = 0; k <= 2 * r; ++k) s.srcs[k] = s.padded.data() + k;
   for (int64_t y = h0; y < h1; ++y) {  // along W: the padded row's borders stay 0
     row(y, s.padded.data() + r);
@@ -106,11 +89,10 @@ void blur_band(const Row& row, T* out, int64_t H, int64_t W, const T* g, int r, 
   }
 }
 
-// S and its partial derivatives with respect to the five moments at one pixel (d_var: ∂S/∂sxx,
-// which is also ∂S/∂syy).
+// S and its partial derivatives with respect to the five moments at one pixel.
 template <typename T>
 struct SsimPixel {
-  T s, d_mx, d_my, d_var, d_sxy;
+  T s, d_mx, d_my, d_sxx, d_syy, d_sxy;
 };
 
 template <typename T>
@@ -121,7 +103,7 @@ inline SsimPixel<T> ssim_pixel(T mx, T my, T sxx, T syy, T sxy, T c1, T c2) {
   const T s = a1 * a2 * inv;
   const T k = 2 * s * (T(1) / b2 - T(1) / b1);  // ∂S/∂mx through b1 and b2, over mx
   const T d_var = -s / b2;                      // ∂S/∂sxx = ∂S/∂syy
-  return {s, 2 * my * (a2 - a1) * inv + mx * k, 2 * mx * (a2 - a1) * inv + my * k, d_var,
+  return {s, 2 * my * (a2 - a1) * inv + mx * k, 2 * mx * (a2 - a1) * inv + my * k, d_var, d_var,
           2 * a1 * inv};
 }
 
@@ -149,27 +131,19 @@ void check_ssim_inputs(const Tensor& x, const Tensor& y, const Tensor& window) {
                     window.size(0));
 }
 
-// Plane p's rows [h0, h1) of channel-last images, gathered into dst (row y at (y − h0)·W).
+// Row functions for blur_band: plane p's row of a, or of a·b, gathered from channel-last images.
 template <typename T>
-void gather_rows(const Planes<const T>& a, int64_t p, int64_t h0, int64_t h1, T* dst) {
-  for (int64_t y = h0; y < h1; ++y) {
-    const T* src = a.row(p, y);
-    T* d = dst + (y - h0) * a.W;
-    for (int64_t i = 0; i < a.W; ++i) d[i] = src[i * a.CH];
-  }
-}
-
-// Row functions for blur_band over rows held contiguously from row h0 (row y at (y − h0)·W):
-// a buffer's row, or the product of two buffers' rows.
-template <typename T>
-auto band_row(const T* b, int64_t h0, int64_t W) {
-  return [=](int64_t y, T* dst) { std::copy_n(b + (y - h0) * W, W, dst); };
-}
-template <typename T>
-auto band_product_row(const T* a, const T* b, int64_t h0, int64_t W) {
+auto plane_row(const Planes<const T>& a, int64_t p) {
   return [=](int64_t y, T* dst) {
-    const T *ra = a + (y - h0) * W, *rb = b + (y - h0) * W;
-    for (int64_t i = 0; i < W; ++i) dst[i] = ra[i] * rb[i];
+    const T* src = a.row(p, y);
+    for (int64_t i = 0; i < a.W; ++i) dst[i] = src[i * a.CH];
+  };
+}
+template <typename T>
+auto plane_product_row(const Planes<const T>& a, const Planes<const T>& b, int64_t p) {
+  return [=](int64_t y, T* dst) {
+    const T *sa = a.row(p, y), *sb = b.row(p, y);
+    for (int64_t i = 0; i < a.W; ++i) dst[i] = sa[i * a.CH] * sb[i * a.CH];
   };
 }
 
@@ -193,17 +167,11 @@ std::tuple<Tensor, Tensor> ssim_fwd_cpu(const Tensor& x, const Tensor& y, const 
     for_plane_bands<T>(P, H, W, r, [&](int64_t p, int64_t y0, int64_t y1, BlurScratch<T>& s) {
       T* m[kMoments];
       for (int q = 0; q < kMoments; ++q) m[q] = mp + (q * P + p) * HW + y0 * W;
-      // the band's x and y rows (and halo) gathered once for the five blurs (strided reads of
-      // the channel-last images, once per blur, were a third of the forward's time)
-      const auto [h0, h1] = band_halo(y0, y1, H, r);
-      T *bx = s.band[0].data(), *by = s.band[1].data();
-      gather_rows(xs, p, h0, h1, bx);
-      gather_rows(ys, p, h0, h1, by);
-      blur_band(band_row(bx, h0, W), m[0], H, W, g, r, y0, y1, s);
-      blur_band(band_row(by, h0, W), m[1], H, W, g, r, y0, y1, s);
-      blur_band(band_product_row(bx, bx, h0, W), m[2], H, W, g, r, y0, y1, s);
-      blur_band(band_product_row(by, by, h0, W), m[3], H, W, g, r, y0, y1, s);
-      blur_band(band_product_row(bx, by, h0, W), m[4], H, W, g, r, y0, y1, s);
+      blur_band(plane_row(xs, p), m[0], H, W, g, r, y0, y1, s);
+      blur_band(plane_row(ys, p), m[1], H, W, g, r, y0, y1, s);
+      blur_band(plane_product_row(xs, xs, p), m[2], H, W, g, r, y0, y1, s);
+      blur_band(plane_product_row(ys, ys, p), m[3], H, W, g, r, y0, y1, s);
+      blur_band(plane_product_row(xs, ys, p), m[4], H, W, g, r, y0, y1, s);
       for (int64_t yy = y0; yy < y1; ++yy) {
         T* o = out.row(p, yy);
         for (int64_t i = (yy - y0) * W, xx = 0; xx < W; ++i, ++xx)
@@ -242,23 +210,18 @@ std::tuple<Tensor, Tensor> ssim_bwd_cpu(const Tensor& x, const Tensor& y, const 
     for_plane_bands<T>(P, H, W, r, [&](int64_t p, int64_t y0, int64_t y1, BlurScratch<T>& s) {
       const T* m[kMoments];
       for (int q = 0; q < kMoments; ++q) m[q] = mp + (q * P + p) * HW;
-      // v·∂S/∂(moment) at every pixel the band's blurs read, ssim_pixel once per pixel (once
-      // per blur and per halo row before: ~4 times, two fifths of the backward's time)
-      const auto [h0, h1] = band_halo(y0, y1, H, r);
-      T *t_cross = s.band[0].data(), *t_mean = s.band[1].data(), *t_var = s.band[2].data(),
-        *t_mean_y = s.band[3].data();
-      for (int64_t yy = h0; yy < h1; ++yy) {
-        const T* v = vs.row(p, yy);
-        const int64_t o = (yy - h0) * W;
-        for (int64_t i = yy * W, xx = 0; xx < W; ++i, ++xx) {
-          const SsimPixel<T> d = ssim_pixel(m[0][i], m[1][i], m[2][i], m[3][i], m[4][i], C1, C2);
-          const T vv = v[xx * CH];
-          t_cross[o + xx] = vv * d.d_sxy, t_mean[o + xx] = vv * d.d_mx, t_var[o + xx] = vv * d.d_var;
-          if (y_grad) t_mean_y[o + xx] = vv * d.d_my;
-        }
-      }
+      // v·∂S/∂(moment) along plane p's row, the partial picked by `pick`
+      auto upstream = [&](auto pick) {
+        return [=](int64_t row, T* dst) {
+          const T* v = vs.row(p, row);
+          for (int64_t i = row * W, xx = 0; xx < W; ++i, ++xx)
+            dst[xx] = v[xx * CH] *
+                      pick(ssim_pixel(m[0][i], m[1][i], m[2][i], m[3][i], m[4][i], C1, C2));
+        };
+      };
       // v_a = Bᵀ(v·∂S/∂m_a) + 2a·Bᵀ(v·∂S/∂s_aa) + b·Bᵀ(v·∂S/∂s_ab) for a = x or y
-      T *b_cross = s.band[4].data(), *b_mean = s.band[5].data(), *b_sq = s.band[6].data();
+      const int64_t n = (y1 - y0) * W;
+      std::vector<T> b_mean(n), b_sq(n), b_cross(n);
       auto combine = [&](const Planes<T>& v_a, const Planes<const T>& a, const Planes<const T>& b) {
         for (int64_t yy = y0; yy < y1; ++yy) {
           T* o = v_a.row(p, yy);
@@ -267,13 +230,18 @@ std::tuple<Tensor, Tensor> ssim_bwd_cpu(const Tensor& x, const Tensor& y, const 
             o[xx * CH] = b_mean[i] + 2 * ra[xx * CH] * b_sq[i] + rb[xx * CH] * b_cross[i];
         }
       };
-      blur_band(band_row(t_cross, h0, W), b_cross, H, W, g, r, y0, y1, s);
-      blur_band(band_row(t_mean, h0, W), b_mean, H, W, g, r, y0, y1, s);
-      blur_band(band_row(t_var, h0, W), b_sq, H, W, g, r, y0, y1, s);
+      blur_band(upstream([](const SsimPixel<T>& d) { return d.d_sxy; }), b_cross.data(), H, W, g,
+                r, y0, y1, s);
+      blur_band(upstream([](const SsimPixel<T>& d) { return d.d_mx; }), b_mean.data(), H, W, g,
+                r, y0, y1, s);
+      blur_band(upstream([](const SsimPixel<T>& d) { return d.d_sxx; }), b_sq.data(), H, W, g, r,
+                y0, y1, s);
       combine(vx, xs, ys);
       if (!y_grad) return;
-      // ∂S/∂syy = ∂S/∂sxx (ssim_pixel's d_var): b_sq serves v_y as it is
-      blur_band(band_row(t_mean_y, h0, W), b_mean, H, W, g, r, y0, y1, s);
+      blur_band(upstream([](const SsimPixel<T>& d) { return d.d_my; }), b_mean.data(), H, W, g,
+                r, y0, y1, s);
+      blur_band(upstream([](const SsimPixel<T>& d) { return d.d_syy; }), b_sq.data(), H, W, g, r,
+                y0, y1, s);
       combine(vy, ys, xs);
     });
   });
