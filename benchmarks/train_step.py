@@ -6,12 +6,15 @@ Trains `--warmup` steps of `gsrender train`'s defaults, then times `--steps` mor
 (render, loss, backward, densification statistics, Adam) and, in the same run on the step's own
 images and parameters, the SSIM loss by the fused CPU kernel against the same formula in
 F.conv2d + tensor ops, and fused Adam against torch's default (foreach) Adam. Medians; the
-ratios are the figures to quote on a shared machine. Writes train_step.json to --out.
+ratios are the figures to quote on a shared machine. Then `--steps` whole steps (Trainer.train_step)
+by process CPU time and wall time per step: at 1 thread the CPU time is the load-independent
+cost. Writes train_step.json to --out.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -20,6 +23,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import gsrender from this checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# gsrender before torch: its OpenMP wait policy (docs/cpu.md) applies only so
+import gsrender  # noqa: F401, I001
 import torch
 
 from benchmarks.common import env_block, median
@@ -97,6 +102,11 @@ def main(argv=None) -> int:
     for _ in range(args.steps):
         _timed_step(tr, data.train, phases)
     step_ms = {k: 1000 * median(v) for k, v in phases.items()}
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(args.steps):
+        tr.train_step(data.train)
+    whole = {"cpu_ms": 1000 * (time.process_time() - c0) / args.steps,
+             "wall_ms": 1000 * (time.perf_counter() - t0) / args.steps}
 
     view = data.train[0]
     img = tr.render([view]).colors.detach().requires_grad_(True)  # [1, H, W, 3]
@@ -109,7 +119,7 @@ def main(argv=None) -> int:
     }
     res = {"env": env_block("cpu"), "scene": args.colmap, "gaussians": tr.num_gaussians,
            "image": [view.width, view.height], "step_ms": step_ms,
-           "step_total_ms": sum(step_ms.values()), **side,
+           "step_total_ms": sum(step_ms.values()), "whole_step": whole, **side,
            "ssim_speedup": side["ssim_tensor_ops_fwd_bwd_ms"] / side["ssim_kernel_fwd_bwd_ms"],
            "adam_speedup": side["adam_foreach_ms"] / side["adam_fused_ms"]}
     out = Path(args.out)
@@ -119,6 +129,8 @@ def main(argv=None) -> int:
           f"{torch.get_num_threads()}, load {res['env'].get('loadavg')}")
     print("step (ms, medians): " + ", ".join(f"{k} {v:.1f}" for k, v in step_ms.items())
           + f"; total {res['step_total_ms']:.1f}")
+    print(f"whole steps: CPU {whole['cpu_ms']:.1f} ms, wall {whole['wall_ms']:.1f} ms per step "
+          f"(OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')})")
     print(f"SSIM fwd+bwd: kernel {side['ssim_kernel_fwd_bwd_ms']:.1f} ms vs tensor ops "
           f"{side['ssim_tensor_ops_fwd_bwd_ms']:.1f} ms ({res['ssim_speedup']:.2f}x); Adam: fused "
           f"{side['adam_fused_ms']:.1f} ms vs foreach {side['adam_foreach_ms']:.1f} ms "

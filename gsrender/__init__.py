@@ -1,4 +1,13 @@
 """gsrender: Gaussian Splatting rendering as matrix multiplication (CPU GEMM / GPU Tensor Cores)."""
+import os
+
+# OpenMP threads that wait sleep instead of spinning, unless the caller chose otherwise. libgomp
+# reads this once, when torch loads it, so it applies where gsrender is imported first (the
+# `gsrender` command, benchmarks/train.py). Spinning waiters burned 72 % of a 2-thread training
+# step's CPU time on a shared 2-core machine and made the step 3.3x slower in wall time
+# (docs/cpu.md, "OpenMP wait policy"); OMP_WAIT_POLICY=ACTIVE restores it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from gsrender.render import (DEFAULT_WEIGHT_PARAMS, RenderOutput, packing_efficiency, raster_plan,
                              rasterize)
 from gsrender.scene import GaussianModel

@@ -8,7 +8,10 @@
 // instead and a fixed-order reduction sums them (gsrender/det_reduce.h), so the result is the
 // same bit for bit whatever the thread count.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
+
+#include <atomic>
 
 #include "gemm.h"
 #include "gsrender/composite.h"
@@ -406,21 +409,26 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
       planned_backward(plan, mode, cpu_raster_target(means2d, tile_size), in.grid).backward ==
       RasterKernel::kMatrixDet;
   const auto last_c = last_ids.contiguous();
-  {  // each pixel's last_ids must lie inside its own tile's run (the backward indexes by it)
+  {  // each pixel's last_ids must lie inside its own tile's run (the backward indexes by it);
+     // checked row by row in parallel (one thread walked every pixel of the step's images)
     const int32_t* l = last_c.data_ptr<int32_t>();
     const int32_t* off = in.tile_offsets.data_ptr<int32_t>();
     const int64_t TH = in.grid.tiles_y, TW = in.grid.tiles_x;
     const int64_t M = flatten_ids.numel();
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t y = 0; y < height; ++y)
+    std::atomic<bool> ok{true};
+    at::parallel_for(0, C * height, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t cy = r0; cy < r1; ++cy) {
+        const int64_t row_tile = (cy / height * TH + cy % height / tile_size) * TW;
         for (int64_t x = 0; x < width; ++x) {
-          const int64_t t = (c * TH + y / tile_size) * TW + x / tile_size;
+          const int64_t t = row_tile + x / tile_size;
           const int64_t start = off[t], end = t + 1 < in.grid.count ? off[t + 1] : M;
-          const int32_t v = l[(c * height + y) * width + x];
-          TORCH_CHECK_VALUE(v >= start && v <= end,
-                            "last_ids must lie inside each pixel's tile run (as rasterize_fwd "
-                            "returns it)");
+          const int32_t v = l[cy * width + x];
+          if (v < start || v > end) ok.store(false, std::memory_order_relaxed);
         }
+      }
+    });
+    TORCH_CHECK_VALUE(ok.load(), "last_ids must lie inside each pixel's tile run (as "
+                                 "rasterize_fwd returns it)");
   }
   const RasterBwdTensors bufs =
       prepare_raster_bwd(in, render, alphas, last_c, aux, v_render, v_alphas);
