@@ -121,7 +121,7 @@ def support_radius_factor(opacity):
     o = 1), 0 where o ≤ ALPHA_MIN. The radii are ceil(k·sqrt(cov2d_xx / yy)), as
     projection.h's project_gaussian computes them. opacity: a tensor or a Python number."""
     if isinstance(opacity, torch.Tensor):
-        return torch.sqrt(torch.clamp_min(2 * torch.log(torch.clamp_min(ALPHA_MIN_INV * opacity, 1.0)), 0.0))
+        return torch.sqrt(2 * torch.log(torch.clamp_min(ALPHA_MIN_INV * opacity, 1.0)))
     return math.sqrt(2 * math.log(max(ALPHA_MIN_INV * opacity, 1.0)))
 
 

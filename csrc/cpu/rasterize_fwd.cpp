@@ -153,6 +153,8 @@ void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, 
   const int32_t n = end - start;
   tr.begin(a, tx, ty);
   int32_t added = 0;
+  // the first piece: the previous tile's share with a quarter to spare, and at least a few
+  // dozen pairs (neighbouring tiles' needs differ; a retry re-renders the rows)
   int32_t upto = a.sorted ? int32_t(std::min<int64_t>(n, int64_t(s.reach * 1.25 * n) + 64)) : n;
   for (;;) {
     const size_t had = tr.kept.size();

@@ -29,7 +29,7 @@ SEVEN_SCENES_FOCAL = 525.0
 @dataclass
 class LocImage:
     name: str
-    image_path: Path
+    image_path: Path | None  # None: the JSON gave no file and no images folder was given
     K: np.ndarray  # [3,3] float64, gsrender pixel convention (centre of pixel (0,0) at 0.5)
     width: int
     height: int
