@@ -101,6 +101,27 @@ def test_cpu_targets_smoke(tmp_path):
     assert (tmp_path / "cpu_targets_vs_D.png").stat().st_size > 1000
 
 
+def test_cpu_outputs_dump_compare(tmp_path):
+    """benchmarks/cpu_outputs.py: two dumps of one build compare equal (exit 0); a changed tensor
+    is named (exit 1)."""
+    import torch
+
+    script = str(BENCH / "cpu_outputs.py")
+    for name in ("a.pt", "b.pt"):
+        run = subprocess.run([sys.executable, script, "dump", str(tmp_path / name), "--n-fwd", "3000",
+                              "--n-grad", "2000"], capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+    same = subprocess.run([sys.executable, script, "compare", str(tmp_path / "a.pt"), str(tmp_path / "b.pt")],
+                          capture_output=True, text=True)
+    assert same.returncode == 0 and "differ: none" in same.stdout, same.stdout + same.stderr
+    b = torch.load(tmp_path / "b.pt")
+    b["2000.grad.means"][0, 0] += 1
+    torch.save(b, tmp_path / "b.pt")
+    diff = subprocess.run([sys.executable, script, "compare", str(tmp_path / "a.pt"), str(tmp_path / "b.pt")],
+                          capture_output=True, text=True)
+    assert diff.returncode == 1 and "2000.grad.means" in diff.stdout, diff.stdout
+
+
 def test_train_step_smoke(tmp_path):
     """benchmarks/train_step.py on snowmiku_small: every phase timed, both side-by-side ratios."""
     scene = ROOT.parent / "shared" / "data" / "snowmiku_small"
