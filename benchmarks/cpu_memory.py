@@ -25,9 +25,10 @@ ROOT = HERE.parents[1]
 
 def measure(n: int, width: int, height: int, D: int) -> dict:
     """The case in this process: call it in a fresh one (memory_case)."""
+    sys.path.insert(0, str(ROOT))
+    import gsrender  # noqa: F401, I001 (before torch, as the `gsrender` command: its defaults apply)
     import torch
 
-    sys.path.insert(0, str(ROOT))
     from benchmarks import cpu_render as cr
     from benchmarks.common import PeakMemory, _status_kb
 

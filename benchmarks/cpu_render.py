@@ -38,13 +38,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import gsrender
+# gsrender before torch, as the `gsrender` command does: its OpenMP wait policy and huge-page
+# allocation defaults (gsrender/__init__.py) apply only so; environment() records them
+import gsrender  # noqa: I001
+import torch
+
 from benchmarks.common import PeakMemory, _loadavg, environment, mem_available_mb, sgemm_gflops
 
 SHARED = ROOT.parent / "shared" / "data"

@@ -4,7 +4,9 @@ need, then doubled until every pixel saturated. A tile's outputs must be those o
 its whole list whatever the previous tile was. Two one-tile cameras: camera 0's tile is opaque
 (saturates within a few pairs of its list), camera 1's a transparent front layer before an
 opaque one, so its first piece is too short and it is read again in longer pieces; rendered
-alone, camera 1's tile comes first and reads its whole list at once."""
+alone, camera 1's tile comes first and reads its whole list at once. The backward reads each
+tile's list only up to its deepest last contributor (rasterize_bwd.cpp: last_reach): its
+gradients must be those of the whole list, the float64 reference's."""
 from __future__ import annotations
 
 import pytest
@@ -12,6 +14,7 @@ import torch
 from conftest import every_cpu_isa
 
 import gsrender.ops as ops
+import gsrender.reference as ref
 
 S = 16  # the image side: one 16-pixel tile per camera
 
@@ -61,3 +64,35 @@ def test_pieces_match_one_pass(seed):
     assert torch.equal(both[2][0], first[2][0])  # last ids (tile-list positions)
     assert torch.equal(both[2][1] - offs[1], alone[2][0])
     assert torch.equal(both[4], torch.cat([first[4], alone[4]]))  # listed, evaluated, contributing lanes
+
+
+@every_cpu_isa
+def test_backward_past_the_deepest_contributor_reads_nothing():
+    g = torch.Generator().manual_seed(2)
+    cams = [[layer(g, 600, 0.9, 4.0, 1.0, 2.0)], [layer(g, 300, 0.02, 1.5, 0.5, 1.0), layer(g, 600, 0.9, 4.0, 1.0, 2.0)]]
+    leaves = {k: torch.cat([p[k] for ls in cams for p in ls]).double().requires_grad_(True) for k in cams[0][0]}
+    n = leaves["depths"].shape[0]
+    C = len(cams)
+    sc = {k: v.expand(C, *v.shape) for k, v in leaves.items()}
+    radii = torch.full((C, n, 2), 14, dtype=torch.int32)
+    offs, ids = ops.bin_tiles(sc["means2d"].detach(), radii, sc["depths"].detach(), S, S, S, True,
+                              sc["conics"].detach(), sc["opacities"].detach())
+    out = ops.rasterize(sc["means2d"], sc["conics"], sc["opacities"], sc["colors"], sc["depths"], None,
+                        offs, ids, S, S, S, ops.SORTED, [0.05, 1.0, 1e-3])
+    ends = offs.flatten().tolist()[1:] + [ids.shape[0]]
+    for c in range(C):  # each tile saturates well before its list ends
+        assert out[2][c].max() < ends[c] - 100, c
+    g = torch.Generator().manual_seed(3)
+    v_render = torch.randn(out[0].shape, generator=g, dtype=torch.float64)
+    v_alpha = torch.randn(out[1].shape, generator=g, dtype=torch.float64)
+    got = torch.autograd.grad((out[0] * v_render).sum() + (out[1] * v_alpha).sum(), list(leaves.values()),
+                              allow_unused=True)
+    e_render, e_alphas = ref.rasterize(sc["means2d"], sc["conics"], sc["opacities"], sc["colors"], sc["depths"],
+                                       S, S)
+    expected = torch.autograd.grad((e_render * v_render).sum() + (e_alphas * v_alpha).sum(),
+                                   list(leaves.values()), allow_unused=True)
+    for k, gk, ek in zip(leaves, got, expected):
+        if k == "depths":  # sorted: depths only order the Gaussians
+            continue
+        rel = float((gk - ek).norm() / ek.norm())
+        assert rel <= 1e-10, f"{k}: relative error {rel:.3g}"

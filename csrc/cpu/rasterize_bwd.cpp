@@ -171,6 +171,20 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   }
 }
 
+// The end of the tile's list that its pixels read: past every pixel's last contributor (last_ids
+// is one past it), at least start.
+template <typename T>
+int32_t last_reach(const RasterArgs<T>& a, const RasterBwdIO<T>& io, int64_t cam, int tx, int ty,
+                   int32_t start) {
+  const PixelBox px = tile_pixels(tx, ty, a.tile_size, a.width, a.height);
+  int32_t reach = start;
+  for (int y = px.y0; y <= px.y1; ++y) {
+    const int32_t* l = io.last_ids + (cam * a.height + y) * a.width;
+    for (int x = px.x0; x <= px.x1; ++x) reach = std::max(reach, l[x]);
+  }
+  return reach;
+}
+
 // One (camera, tile) task: the touched kept entries' sums in s.done / s.sum2d / s.v_color and
 // the tile's v_backgrounds share added to s.v_bg.
 template <typename T>
@@ -180,8 +194,11 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
   const int64_t tiles_per_cam = int64_t(a.TH) * a.TW;
   const int64_t cam = t / tiles_per_cam;
   const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
-  const int32_t start = a.tile_start(t), stop = a.tile_end(t);
-  s.n = stop - start;
+  const int32_t start = a.tile_start(t);
+  s.n = a.tile_end(t) - start;
+  // Sorted: no pixel reads the list past its last contributor, so the tile's set-up stops at the
+  // deepest one (the forward read it only that far too: "The forward at 1M", docs/cpu.md).
+  const int32_t stop = a.sorted ? last_reach(a, io, cam, tx, ty, start) : a.tile_end(t);
   s.tile.build(a, gs, tx, ty, start, stop, /*prefetch_features=*/false);
   s.feats.gather(a, s.tile);  // dL/dw reads the rows per segment: contiguous, not at random
   const size_t nk = s.tile.kept.size();

@@ -45,9 +45,11 @@ void set_row_support(RowGaussian<T>& g) {
 // pixel-centre interval of segment sg inside g's support box (the clamped parabola vertex of
 // support_edge_min, continuous in x, so it never misses a pixel centre the tile test and the
 // kernels would light; a segment whose bit is clear has no lane with α ≥ 1/255). Four rows at a
-// time in double vectors: no square root, no branch per row.
+// time in double vectors: no square root, no branch per row. count[j] gains 1 for each row j the
+// ellipse crosses (some bit set), while the masks are still in registers.
 template <typename T>
-void row_masks(const RowGaussian<T>& g, int x0, int x1, int y, int n, uint32_t* out) {
+void row_masks(const RowGaussian<T>& g, int x0, int x1, int y, int n, uint32_t* out,
+               int32_t* count) {
   typedef double d4 __attribute__((vector_size(32)));
   typedef int64_t l4 __attribute__((vector_size(32)));
   const double a = g.a, b2 = 2.0 * double(g.b), c = g.c, mx = g.mx, my = g.my;
@@ -67,7 +69,7 @@ void row_masks(const RowGaussian<T>& g, int x0, int x1, int y, int n, uint32_t* 
       const d4 q = a * dx * dx + (b2 * dx * dy + cdy2);
       m |= (q <= g.bound) & int64_t(uint32_t(1) << sg);
     }
-    for (int l = 0; l < 4 && j + l < n; ++l) out[j + l] = uint32_t(m[l]);
+    for (int l = 0; l < 4 && j + l < n; ++l) out[j + l] = uint32_t(m[l]), count[j + l] += m[l] != 0;
   }
 }
 // Tile-local copy of a kept Gaussian (TileRows::build): the row walks read the tile's Gaussians
@@ -200,8 +202,7 @@ struct TileRows {
       span.insert(span.end(), {r0, r1});
       const size_t at = cross.size();
       cross.resize(at + (r1 - r0 + 1));
-      row_masks(g, x0, x1, y0 + r0, r1 - r0 + 1, cross.data() + at);
-      for (int r = r0; r <= r1; ++r) row_count[r] += cross[at + (r - r0)] != 0;
+      row_masks(g, x0, x1, y0 + r0, r1 - r0 + 1, cross.data() + at, row_count.data() + r0);
       // its feature row, read by the accumulation after the rows' scans
       if (prefetch_features) prefetch_feature_row(a, ids[i]);
     }
