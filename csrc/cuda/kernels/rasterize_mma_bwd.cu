@@ -110,7 +110,10 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
           } else {  // w = α·φ; the forward's Σw and Π(1 − α) come from aux / alphas
             Compositor<float> cols{false};
 #pragma unroll
-            for (int j = 0; j < 4; ++j) w[b][h][j] = cols.advance(!done[b][h], alpha[b][h][j], phi[j]);
+            for (int j = 0; j < 4; ++j) {
+              alpha[b][h][j] = done[b][h] ? 0.0f : alpha[b][h][j];
+              w[b][h][j] = cols.advance(true, alpha[b][h][j], phi[j]);
+            }
           }
           // W rows (pixel 16b + g + 8h), columns 2t, 2t+1 | 2t+8, 2t+9, as f16x2 / bf16x2 pairs
           uint32_t* row = reinterpret_cast<uint32_t*>(wb.w[mma::w_stage_row(lane, b, h)]);

@@ -43,16 +43,18 @@ struct Compositor {
   V trans = V{} + S(1);  // sorted: the transmittance T; weighted: Π(1 − α)
   V wsum = V{};          // weighted: Σ α·φ
 
+  // T after a pair with this α, on every lane.
+  GSR_HOST_DEVICE V after(const V& alpha) const { return trans * (S(1) - alpha); }
   // Sorted mode's stop: the lanes where a pair with this α would take T below kTransmittanceMin.
   GSR_HOST_DEVICE M crosses_stop(const V& alpha) const {
-    return trans * (S(1) - alpha) < S(kTransmittanceMin);
+    return after(alpha) < S(kTransmittanceMin);
   }
   // The pair's weight on the lanes `live` (0 elsewhere), T advanced there, with no stop: the
   // backward's replay of pairs the forward kept, and the contributor walk, which goes on past it.
   GSR_HOST_DEVICE V advance(const M& live, const V& alpha, const V& phi) {
     const V w = lane_select(live, alpha * (sorted ? trans : phi), V{});
     if (!sorted) wsum += w;
-    trans = lane_select(live, trans * (S(1) - alpha), trans);
+    trans = lane_select(live, after(alpha), trans);
     return w;
   }
   // The next pair on the lanes `live` (where its α > 0; φ its depth weight, unused when sorted).

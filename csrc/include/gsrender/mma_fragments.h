@@ -197,10 +197,11 @@ GSR_UNROLL
   M stopped(false);
 GSR_UNROLL
   for (int j = 0; j < 4; ++j) {
-    Compositor<V, M, V> col{true, tb[j]};  // the pixel before column j
+    const Compositor<V, M, V> before{true, tb[j]};  // the pixel before column j
+    Compositor<V, M, V> col = before;
     M stop;
     const M keep = col.take(M((alpha[j] > V(0.0f)) & !done), alpha[j], V(0.0f), w[j], stop);
-    carry = sel(keep, vmin(carry, col.trans), carry);
+    carry = sel(keep, vmin(carry, before.after(alpha[j])), carry);  // = col.trans where kept
     lst = sel(keep, vmax(lst, pos1[j]), lst);
     stopped = stopped | stop;
   }
