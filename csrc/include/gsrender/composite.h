@@ -157,6 +157,16 @@ struct CompositorGrad {
     trans[l] = p.trans;
   }
 
+  // v_α of one pair from its T_k, α, gradient v_w of its weight and the suffix sum S after it.
+  GSR_HOST_DEVICE static V sorted_v_alpha(const V& t_before, const V& alpha, const V& v_w,
+                                         const V& s_after) {
+    return t_before * v_w - s_after / (S(1) - alpha);
+  }
+  GSR_HOST_DEVICE static V weighted_v_alpha(const V& net, const V& phi, const V& alpha,
+                                           const V& v_alpha_out, const V& t_final) {
+    return net * phi + v_alpha_out * t_final / (S(1) - alpha);
+  }
+
   // The CUDA walk's T_k from T_{k+1} (see above).
   GSR_HOST_DEVICE V recover(const V& alpha) {
     trans = trans / (S(1) - alpha);
@@ -175,13 +185,16 @@ struct CompositorGrad {
   GSR_HOST_DEVICE V step(const V& alpha, const V& t_before, const V& w, const V& v_w,
                          const V& phi, V* net) {
     if (sorted) {
-      if constexpr (kFrontToBack) pass(w * v_w);  // S before the pair → the S after it v_α needs
-      const V v_al = t_before * v_w - s / (S(1) - alpha);
-      if constexpr (!kFrontToBack) pass(w * v_w);
+      if constexpr (kFrontToBack) {  // S before the pair → the S after it v_α needs
+        pass(w * v_w);
+        return sorted_v_alpha(t_before, alpha, v_w, s);
+      }
+      const V v_al = sorted_v_alpha(t_before, alpha, v_w, s);
+      s += w * v_w;
       return v_al;
     }
     *net = v_w - s;
-    return *net * phi + v_alpha_out * t_final / (S(1) - alpha);
+    return weighted_v_alpha(*net, phi, alpha, v_alpha_out, t_final);
   }
 };
 
