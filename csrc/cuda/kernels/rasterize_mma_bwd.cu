@@ -2,22 +2,25 @@
 // f16 or bf16 operands with f32 accumulation. The tiles, warps, packing and the W recompute are
 // the forward kernel's (rasterize_mma_fwd.cu): one block per tile, one 8×4 sub-tile per warp, the
 // list walked front to back in chunks of 256, packed per warp into groups of 16, W rebuilt in
-// registers by the same quad scan (so the stop is exactly the forward's). Per group:
+// registers by the same quad scan and Compositor (so the stop is exactly the forward's). Per group:
 //   v_W = G·Fᵀ  (pixels × Gaussians, k over channels)      A = G from shared (ldmatrix),
 //                                                          B = F rows (ldmatrix)
 //   v_F = Wᵀ·G  (Gaussians × channels, k over pixels)     A = Wᵀ (W staged in shared, ldmatrix
 //                                                          .trans), B = G (ldmatrix .trans)
 // one channel batch of 16 at a time (G and F rows fetched with cp.async), v_F added to v_colors
-// with one atomic per (Gaussian, channel) and warp. Then per pair, elementwise:
+// with one atomic per (Gaussian, channel) and warp. Then per pair, elementwise, the per-pixel
+// state and the step are CompositorGrad's (gsrender/composite.h), walking front to back
+// (kFrontToBack), with T_k = w_k/α_k:
 //   sorted:   v_α_k = T_k·v_w_k − S_k/(1 − α_k), with S_k = Σ_{j>k} w_j·v_w_j + T_final·(G·bg − v_α)
 //             computed front to back as S_total − Σ_{j≤k} w_j·v_w_j, S_total = G·OUT − T_final·v_α
-//             (G·OUT over every channel, background included, is known from the forward output),
-//             the in-row prefix by a quad scan (mma::row_prefix_sum);
+//             (G·OUT over every channel, background included, is known from the forward output;
+//             seed_kernel seals it per pixel), the in-row prefix by a quad scan
+//             (mma::row_suffix_sums);
 //   weighted: g = G/(Σw + w_bg), v_α_k = (g·f_k − g·OUT)·φ_k + v_α·T_final/(1 − α_k),
 //             v_depth_k = (g·f_k − g·OUT)·α_k·φ'(z_k);
 // and AlphaGrad (gsrender/alpha.h) to the 2D parameters, reduced over the 8 lanes that share a
 // column before one atomic per (Gaussian, parameter) and warp. v_backgrounds is a plain reduction
-// over pixels, a separate kernel of the launcher.
+// over pixels (CompositorGrad::v_bg), a separate kernel of the launcher.
 // Operand scaling (no host sync; the launcher prepares the operands on the device with
 // mma_operands.cuh):
 // Ĝ = G / s_G per channel (s_G = max |G| of the channel), so fp16 keeps the small loss
@@ -38,7 +41,7 @@ struct BwdArgs {
   const uint16_t* f;      // [C·N, CHp] F̃
   const float* g_scale;   // [CH] s_G
   const float* f_scale;   // [1] s_F
-  const float* gout;      // [C·H·W] G·OUT (weighted: g·OUT)
+  const float* seed;      // [C·H·W] CompositorGrad's sealed s: S_total (weighted: g·OUT)
   int64_t CHp;
 };
 
@@ -59,29 +62,25 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   const uint8_t* packed = sh.cs.packed[warp];
   const float s_f = *ba.f_scale;
 
-  // The lane's 4 pixels (block b, row half h): forward state, then the gradient terms.
+  // The lane's 4 pixels (block b, row half h): the forward's state (sorted: the recompute's
+  // Compositor), then the gradient's (CompositorGrad front to back; all zero outside the image).
+  using Grad = CompositorGrad<float, float, /*kFrontToBack=*/true>;
   bool done[2][2];
-  float trans[2][2], run_s[2][2], t_final[2][2], v_ao[2][2], gnet[2][2];
+  Compositor<float> comp[2][2];
+  Grad grad[2][2];
   int last[2][2];
 #pragma unroll
   for (int b = 0; b < 2; ++b)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const bool in = lane_inside(p, ox, oy, lane, b, h);
-      const int64_t pix =
-          in ? (run.cam * p.height + oy + mma::lane_py(b, h)) * p.width + ox + mma::lane_px(lane)
-             : 0;
       done[b][h] = !in;
-      trans[b][h] = 1.0f, last[b][h] = run.start;
-      v_ao[b][h] = in ? io.v_alphas[pix] : 0.0f;
-      if constexpr (kSorted) {
-        t_final[b][h] = in ? io.aux[pix] : 0.0f;
-        run_s[b][h] = in ? ba.gout[pix] - t_final[b][h] * v_ao[b][h] : 0.0f;  // S_total
-        gnet[b][h] = 0.0f;
-      } else {
-        t_final[b][h] = in ? 1.0f - io.alphas[pix] : 0.0f;
-        gnet[b][h] = in ? ba.gout[pix] : 0.0f;
-        run_s[b][h] = 0.0f;
+      comp[b][h] = {true}, last[b][h] = run.start;
+      grad[b][h] = {kSorted};
+      if (in) {
+        const int64_t pix =
+            (run.cam * p.height + oy + mma::lane_py(b, h)) * p.width + ox + mma::lane_px(lane);
+        grad[b][h].start(io.aux[pix], io.alphas[pix], io.v_alphas[pix], ba.seed[pix]);
       }
     }
 
@@ -106,13 +105,14 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if constexpr (kSorted) {
-            mma::row_weights(alpha[b][h], pos1, t, quad, trans[b][h], done[b][h], last[b][h],
+            mma::row_weights(alpha[b][h], pos1, t, quad, comp[b][h], done[b][h], last[b][h],
                              w[b][h]);
           } else {  // w = α·φ; the forward's Σw and Π(1 − α) come from aux / alphas
+            Compositor<float> cols{false};
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
               alpha[b][h][j] = done[b][h] ? 0.0f : alpha[b][h][j];
-              w[b][h][j] = alpha[b][h][j] * phi[j];
+              w[b][h][j] = cols.advance(true, alpha[b][h][j], phi[j]);
             }
           }
           // W rows (pixel 16b + g + 8h), columns 2t, 2t+1 | 2t+8, 2t+9, as f16x2 / bf16x2 pairs
@@ -196,19 +196,17 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         for (int h = 0; h < 2; ++h) {
           float v_wp[4];  // v_W of the lane's columns
           mma::lane_v_w(v_w[b], h, s_f, v_wp);
-          float s_after[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // sorted: S after each column
-          if constexpr (kSorted) mma::row_suffix_sums(w[b][h], v_wp, t, quad, run_s[b][h], s_after);
+          // the pixel's gradient state at each of the lane's columns (sorted: S before it)
+          Grad col[4] = {grad[b][h], grad[b][h], grad[b][h], grad[b][h]};
+          if constexpr (kSorted) mma::row_suffix_sums(w[b][h], v_wp, t, quad, grad[b][h], col);
           const float pcx = ox + mma::lane_px(lane) + 0.5f, pcy = oy + mma::lane_py(b, h) + 0.5f;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            const float al = alpha[b][h][j];
-            if (!(w[b][h][j] > 0.0f)) continue;
-            float v_al;
-            if constexpr (kSorted) {
-              v_al = mma::v_alpha_sorted(w[b][h][j], al, v_wp[j], s_after[j]);
-            } else {
-              const float net = v_wp[j] - gnet[b][h];
-              v_al = mma::v_alpha_weighted(net, phi[j], al, v_ao[b][h], t_final[b][h]);
+            const float al = alpha[b][h][j], wj = w[b][h][j];
+            if (!(wj > 0.0f)) continue;
+            float net = 0.0f;  // weighted only
+            const float v_al = col[j].step(al, kSorted ? wj / al : 0.0f, wj, v_wp[j], phi[j], &net);
+            if constexpr (!kSorted) {
               const int e = packed[g0 + mma::lane_col(lane, j)];
               v_dep[j] += net * al * depth_weight_dz<float>(p.depths[sh.cs.s.id[e]], phi[j],
                                                              p.sigma_w, p.beta);
@@ -250,18 +248,25 @@ cudaError_t launch_kernel(const RasterArgs<float>& p, const RasterBwdIO<float>& 
   return cudaGetLastError();
 }
 
-// gout[i] = Σ_c g(i, c)·render[i, c], g = v_render (weighted: divided by aux), in channel order.
-__global__ void gout_kernel(operands::Source g, const float* __restrict__ render,
-                            float* __restrict__ gout) {
+// seed[i] = pixel i's sealed CompositorGrad sum, front to back: S_total = Σ_c v_render·render −
+// T_final·v_alphas (sorted), Σ_c g·render with g = v_render / aux (weighted), in channel order.
+__global__ void seed_kernel(const RasterArgs<float> p, const RasterBwdIO<float> io,
+                            float* __restrict__ seed) {
+  const int64_t HW = int64_t(p.height) * p.width;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= g.rows) return;
-  float sum = 0.0f;
-  for (int64_t c = 0; c < g.CH; ++c) sum += __fmul_rn(g.at(i, c), render[i * g.CH + c]);
-  gout[i] = sum;
+  if (i >= p.C * HW) return;
+  const float* bg = p.backgrounds ? p.backgrounds + (i / HW) * p.CH : nullptr;
+  CompositorGrad<float, float, /*kFrontToBack=*/true> grad{p.sorted};
+  grad.start(io.aux[i], io.alphas[i], io.v_alphas[i]);
+  for (int64_t c = 0; c < p.CH; ++c)
+    grad.channel(io.v_render[i * p.CH + c], bg ? bg[c] : 0.0f, io.render[i * p.CH + c]);
+  grad.seal();
+  seed[i] = grad.s;
 }
 
-// v_backgrounds[cam, c] = Σ over the camera's pixels of v_render·k, k = sorted T_final (aux),
-// weighted w_bg / aux: one block per (camera, channel), a fixed-order tree in shared memory.
+// v_backgrounds[cam, c] = Σ over the camera's pixels of CompositorGrad::v_bg (sorted
+// T_final·v_render, weighted w_bg·v_render / aux): one block per (camera, channel), a
+// fixed-order tree in shared memory.
 __global__ void __launch_bounds__(operands::kThreads)
     v_backgrounds_kernel(const RasterArgs<float> p, const RasterBwdIO<float> io) {
   __shared__ float red[operands::kThreads];
@@ -270,8 +275,9 @@ __global__ void __launch_bounds__(operands::kThreads)
   float sum = 0.0f;
   for (int64_t q = threadIdx.x; q < HW; q += blockDim.x) {
     const int64_t pix = cam * HW + q;
-    const float k = p.sorted ? io.aux[pix] : __fdiv_rn(p.w_bg, io.aux[pix]);
-    sum += __fmul_rn(io.v_render[pix * p.CH + c], k);
+    CompositorGrad<float> grad{p.sorted};
+    grad.start(io.aux[pix], io.alphas[pix], /*v_alpha=*/0.0f);  // v_bg reads T_final, the scale
+    sum += grad.v_bg(io.v_render[pix * p.CH + c], p.w_bg);
   }
   red[threadIdx.x] = sum;
   __syncthreads();
@@ -283,10 +289,10 @@ __global__ void __launch_bounds__(operands::kThreads)
 }
 
 // The workspace (the operands are described above): Ĝ [P, CHp], F̃ [C·N, CHp]
-// (f16 / bf16 bits), s_G [CH], s_F [1], G·OUT [P].
+// (f16 / bf16 bits), s_G [CH], s_F [1], the seeds [P].
 struct BwdLayout {
   uint16_t *g, *f;
-  float *g_scale, *f_scale, *gout;
+  float *g_scale, *f_scale, *seed;
   int64_t P, CHp;
   size_t total;
   BwdLayout(const RasterArgs<float>& p, void* base) {
@@ -297,7 +303,7 @@ struct BwdLayout {
     f = c.take<uint16_t>(p.C * p.N * CHp);
     g_scale = c.take<float>(p.CH);
     f_scale = c.take<float>(1);
-    gout = c.take<float>(P);
+    seed = c.take<float>(P);
     total = c.used();
   }
 };
@@ -309,7 +315,7 @@ cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<flo
   using Bits = typename KT::Prec::Stored;
   // G = v_render (weighted: / (Σw + w_bg)); s_G per channel; Ĝ = G / s_G
   const op::Source g{io.v_render, l.P, p.CH, p.sorted ? nullptr : io.aux};
-  GSR_LAUNCH(op::blocks(l.P), op::kThreads, 0, stream, gout_kernel)(g, io.render, l.gout);
+  GSR_LAUNCH(op::blocks(l.P), op::kThreads, 0, stream, seed_kernel)(p, io, l.seed);
   GSR_CUDA_TRY(cudaGetLastError());
   GSR_CUDA_TRY(op::absmax_scale(g, /*per_channel=*/true, l.g_scale, stream));
   GSR_CUDA_TRY(op::convert<Bits>(g, l.g_scale, nullptr, l.CHp, l.g, stream));
@@ -317,7 +323,7 @@ cudaError_t prepare_and_launch(const RasterArgs<float>& p, const RasterBwdIO<flo
   const op::Source f{p.colors, p.C * p.N, p.CH, nullptr, l.g_scale};
   GSR_CUDA_TRY(op::absmax_scale(f, /*per_channel=*/false, l.f_scale, stream));
   GSR_CUDA_TRY(op::convert<Bits>(f, nullptr, l.f_scale, l.CHp, l.f, stream));
-  const BwdArgs ba{l.g, l.f, l.g_scale, l.f_scale, l.gout, l.CHp};
+  const BwdArgs ba{l.g, l.f, l.g_scale, l.f_scale, l.seed, l.CHp};
   return launch_kernel<KT>(p, io, ba, n_tiles, stream);
 }
 

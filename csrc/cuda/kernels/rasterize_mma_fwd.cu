@@ -7,8 +7,9 @@
 //   1. packing (design 2): each warp compacts the chunk to the entries whose box meets its
 //      sub-tile — ballot + popc, depth order kept — and walks them in groups of 16;
 //   2. W (design 1): every lane evaluates α for its 2 pixels × 4 Gaussians per m16 block, the
-//      quad scan gives T and the exact 3DGS early stop (row_weights), and W goes straight into
-//      A-fragment registers; no shared-memory round trip;
+//      quad scan gives each column its T and Compositor::take (gsrender/composite.h) its weight
+//      and the exact 3DGS early stop (row_weights), and W goes straight into A-fragment
+//      registers; no shared-memory round trip; the epilogue is the Compositor's too;
 //   3. lazy channel-batched fetch (design 3): only the group's 16 feature rows of this block's
 //      channel batch are copied, with cp.async into a per-warp double buffer (group i+1 loads
 //      while group i computes its W), then B comes from ldmatrix.trans (f16/bf16) or plain
@@ -60,17 +61,18 @@ __global__ void __launch_bounds__(kMmaThreads, 2)  // ≤ 128 registers: 2 block
   const int64_t c0 = int64_t(blockIdx.y) * KT::kChannels;  // the block's channel batch
   const mma::DeviceQuad quad;
 
-  // The lane's 4 pixels: (ox + g, oy + 2b + h) for m16 block b and row half h.
-  // done: outside the image, or (sorted) stopped at 3DGS's T < 1e-4.
+  // The lane's 4 pixels: (ox + g, oy + 2b + h) for m16 block b and row half h, each with its
+  // Compositor (gsrender/composite.h). done: outside the image, or (sorted) stopped at 3DGS's
+  // T < 1e-4.
   bool done[2][2];
-  float trans[2][2], wsum[2][2];
+  Compositor<float> comp[2][2];
   int last[2][2];
 #pragma unroll
   for (int b = 0; b < 2; ++b)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       done[b][h] = !lane_inside(p, ox, oy, lane, b, h);
-      trans[b][h] = 1.0f, wsum[b][h] = 0.0f, last[b][h] = run.start;
+      comp[b][h] = {kSorted}, last[b][h] = run.start;
     }
   float acc[2][kNT][4];
 #pragma unroll
@@ -120,11 +122,11 @@ __global__ void __launch_bounds__(kMmaThreads, 2)  // ≤ 128 registers: 2 block
         for (int h = 0; h < 2; ++h) {
           if (t == 0 && !done[b][h]) computed += mma::kK;
           if constexpr (kSorted) {
-            mma::row_weights(alpha[h], pos1, t, quad, trans[b][h], done[b][h], last[b][h], w[h]);
+            mma::row_weights(alpha[h], pos1, t, quad, comp[b][h], done[b][h], last[b][h], w[h]);
           } else {  // no early stop: done only marks pixels outside the image
 #pragma unroll
             for (int j = 0; j < 4; ++j) alpha[h][j] = done[b][h] ? 0.0f : alpha[h][j];
-            mma::row_weights_weighted(alpha[h], phi, quad, trans[b][h], wsum[b][h], w[h]);
+            mma::row_weights_weighted(alpha[h], phi, quad, comp[b][h], w[h]);
           }
 #pragma unroll
           for (int j = 0; j < 4; ++j) useful += w[h][j] > 0.0f;
@@ -153,7 +155,6 @@ __global__ void __launch_bounds__(kMmaThreads, 2)  // ≤ 128 registers: 2 block
       const int64_t pix =
           (run.cam * p.height + oy + mma::lane_py(b, h)) * p.width + ox + mma::lane_px(lane);
       float* dst = o.render + pix * p.CH;
-      const float denom = wsum[b][h] + p.w_bg;
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -161,12 +162,12 @@ __global__ void __launch_bounds__(kMmaThreads, 2)  // ≤ 128 registers: 2 block
           const int64_t ch = c0 + nt * mma::kN + 2 * t + e;
           if (ch >= p.CH) continue;
           const float v = acc[b][nt][2 * h + e] * ch_scale[ch], bgv = bg ? bg[ch] : 0.0f;
-          dst[ch] = kSorted ? v + trans[b][h] * bgv : (v + p.w_bg * bgv) / denom;
+          dst[ch] = comp[b][h].resolve(v, bgv, p.w_bg);
         }
       if (blockIdx.y == 0 && t == 0) {  // the quad agrees on the pixel state
-        o.alphas[pix] = 1.0f - trans[b][h];
+        o.alphas[pix] = 1.0f - comp[b][h].trans;
         o.last_ids[pix] = kSorted ? last[b][h] : run.end;
-        o.aux[pix] = kSorted ? trans[b][h] : denom;
+        o.aux[pix] = comp[b][h].aux(p.w_bg);
       }
     }
   __syncthreads();  // every warp's counts are in

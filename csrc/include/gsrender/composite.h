@@ -11,8 +11,9 @@
 // vectors of cpu/lanes.h (GCC vector extensions: comparisons give 0/−1 lane masks and `m ? a : b`
 // selects per lane), so the same take/resolve/aux code serves both.
 // CompositorGrad below holds the backward's recurrences. The Tensor Core kernels evaluate the same
-// rule sixteen pairs at a time with quad scans (mma::row_weights, whose comment argues why its
-// stop is this one) and their backward calls CompositorGrad's per-pair steps.
+// rule sixteen pairs at a time: a quad scan gives each of a lane's columns the transmittance (the
+// backward: the suffix sum) a sequential walk would have there, and the column's step is this
+// type's (mma::row_weights, whose comment argues why the stop is exact; mma::row_suffix_sums).
 #pragma once
 #include <type_traits>
 
@@ -42,16 +43,18 @@ struct Compositor {
   V trans = V{} + S(1);  // sorted: the transmittance T; weighted: Π(1 − α)
   V wsum = V{};          // weighted: Σ α·φ
 
+  // T after a pair with this α, on every lane.
+  GSR_HOST_DEVICE V after(const V& alpha) const { return trans * (S(1) - alpha); }
   // Sorted mode's stop: the lanes where a pair with this α would take T below kTransmittanceMin.
   GSR_HOST_DEVICE M crosses_stop(const V& alpha) const {
-    return trans * (S(1) - alpha) < S(kTransmittanceMin);
+    return after(alpha) < S(kTransmittanceMin);
   }
   // The pair's weight on the lanes `live` (0 elsewhere), T advanced there, with no stop: the
   // backward's replay of pairs the forward kept, and the contributor walk, which goes on past it.
   GSR_HOST_DEVICE V advance(const M& live, const V& alpha, const V& phi) {
     const V w = lane_select(live, alpha * (sorted ? trans : phi), V{});
     if (!sorted) wsum += w;
-    trans = lane_select(live, trans * (S(1) - alpha), trans);
+    trans = lane_select(live, after(alpha), trans);
     return w;
   }
   // The next pair on the lanes `live` (where its α > 0; φ its depth weight, unused when sorted).
@@ -85,7 +88,7 @@ struct Compositor {
 };
 
 // The backward of the rule (docs/design.md §4), one pixel per lane, its contributing pairs walked
-// back to front. g = scale·v_render is the gradient of Σ w·f (scale 1 sorted, 1/(Σw + w_bg)
+// back to front (front to back with kFrontToBack, below). g = scale·v_render is the gradient of Σ w·f (scale 1 sorted, 1/(Σw + w_bg)
 // weighted), v_w_k = g·f_k the gradient of pair k's weight.
 //   sorted:   S = T_final·(g·bg − v_alpha) + Σ_{j>k} w_j·v_w_j, carried back to front;
 //             v_α_k = T_k·v_w_k − S/(1 − α_k), then S += w_k·v_w_k;   v_bg = T_final·v_render;
@@ -102,27 +105,20 @@ struct Compositor {
 //         storage in a thread. α ≤ kAlphaMax = 0.99 keeps each division within a few ulps; the
 //         relative error grows with the number of pairs only linearly (a few 1e-6 over
 //         hundreds of pairs in float32), and the tests compare both to the float64 oracle.
-//   Tensor Core backward: T_k = w_k/α_k, its suffix sums by quad scans running front to back
-//         from S_total = g·OUT − T_final·v_alpha (mma::row_suffix_sums); the per-pair v_α are
-//         sorted_v_alpha / weighted_v_alpha below.
-template <typename V, typename S = V>
+//   Tensor Core backward: T_k = w_k/α_k, and the walk runs front to back (kFrontToBack below).
+// kFrontToBack: the sorted suffix sum starts at S_total, the seed plus every pair's w·v_w, which
+// the forward output gives without a walk: S_total = Σ_c g·OUT − T_final·v_alpha (channel() and
+// seal() below); each pair takes its w·v_w off before its v_α (step(), pass()). The Tensor Core
+// backward needs it: its pairs come sixteen at a time, front to back, with a quad scan of w·v_w
+// for the columns in between (mma::row_suffix_sums). Weighted mode is the same either way.
+template <typename V, typename S = V, bool kFrontToBack = false>
 struct CompositorGrad {
   bool sorted;
   V t_final{};      // T after the last pair (sorted: aux; weighted: 1 − alphas)
   V v_alpha_out{};  // dL/d alphas
   V scale{};        // g = scale·v_render
-  V s{};            // sorted: the suffix sum S; weighted: g·OUT
+  V s{};            // sorted: the suffix sum S (front to back: S before the next pair); weighted: g·OUT
   V trans{};        // the CUDA walk's T, divided out back to front (recover)
-
-  // v_α of one pair from its T_k, α, gradient v_w of its weight and the suffix sum S after it.
-  GSR_HOST_DEVICE static V sorted_v_alpha(const V& t_before, const V& alpha, const V& v_w,
-                                         const V& s_after) {
-    return t_before * v_w - s_after / (S(1) - alpha);
-  }
-  GSR_HOST_DEVICE static V weighted_v_alpha(const V& net, const V& phi, const V& alpha,
-                                           const V& v_alpha_out, const V& t_final) {
-    return net * phi + v_alpha_out * t_final / (S(1) - alpha);
-  }
 
   // One pixel (V = S): the state from the forward's aux and alphas outputs and dL/d alphas;
   // then channel() for each channel, then seal().
@@ -133,16 +129,23 @@ struct CompositorGrad {
     s = S(0);
     trans = t_final;
   }
+  // The same with channel() and seal() run elsewhere (the Tensor Core backward's prepass): s their
+  // sealed sum.
+  GSR_HOST_DEVICE void start(S aux, S alpha_out, S v_alpha, S sealed) {
+    start(aux, alpha_out, v_alpha);
+    s = sealed;
+  }
   // Channel c of the pixel (upstream v_render, background bg, 0 without one; forward output
-  // out): its share of the seed, and g_c.
+  // out): its share of the seed (front to back, of S_total: g·out in both modes), and g_c.
   GSR_HOST_DEVICE S channel(S v_render, S bg, S out) {
     const S g = v_render * scale;
-    s += sorted ? v_render * bg : g * out;
+    s += sorted && !kFrontToBack ? v_render * bg : g * out;
     return g;
   }
-  // Sorted: the suffix sum's seed, the background and alpha-output terms of v_α.
+  // Sorted: the suffix sum's seed, the background and alpha-output terms of v_α (front to back:
+  // S_total).
   GSR_HOST_DEVICE void seal() {
-    if (sorted) s = t_final * (s - v_alpha_out);
+    if (sorted) s = kFrontToBack ? s - t_final * v_alpha_out : t_final * (s - v_alpha_out);
   }
   // dL/d bg of channel c from this pixel.
   GSR_HOST_DEVICE S v_bg(S v_render, S w_bg) const {
@@ -154,16 +157,38 @@ struct CompositorGrad {
     trans[l] = p.trans;
   }
 
+  // v_α of one pair from its T_k, α, gradient v_w of its weight and the suffix sum S after it.
+  GSR_HOST_DEVICE static V sorted_v_alpha(const V& t_before, const V& alpha, const V& v_w,
+                                         const V& s_after) {
+    return t_before * v_w - s_after / (S(1) - alpha);
+  }
+  GSR_HOST_DEVICE static V weighted_v_alpha(const V& net, const V& phi, const V& alpha,
+                                           const V& v_alpha_out, const V& t_final) {
+    return net * phi + v_alpha_out * t_final / (S(1) - alpha);
+  }
+
   // The CUDA walk's T_k from T_{k+1} (see above).
   GSR_HOST_DEVICE V recover(const V& alpha) {
     trans = trans / (S(1) - alpha);
     return trans;
   }
-  // Pair k, back to front, with α, T_k, weight w and v_w (lanes where it does not contribute
-  // come with α = w = 0 and are masked by the caller). Returns v_α_k; weighted, *net = net_k.
+  // Sorted: the suffix sum carried past pairs whose w·v_w sum to wv, in the walk's direction.
+  GSR_HOST_DEVICE void pass(const V& wv) {
+    if constexpr (kFrontToBack)
+      s = s - wv;
+    else
+      s += wv;
+  }
+  // Pair k, the next in the walk's direction, with α, T_k, weight w and v_w (lanes where it does
+  // not contribute come with α = w = 0 and are masked by the caller). Returns v_α_k; weighted,
+  // *net = net_k.
   GSR_HOST_DEVICE V step(const V& alpha, const V& t_before, const V& w, const V& v_w,
                          const V& phi, V* net) {
     if (sorted) {
+      if constexpr (kFrontToBack) {  // S before the pair → the S after it v_α needs
+        pass(w * v_w);
+        return sorted_v_alpha(t_before, alpha, v_w, s);
+      }
       const V v_al = sorted_v_alpha(t_before, alpha, v_w, s);
       s += w * v_w;
       return v_al;

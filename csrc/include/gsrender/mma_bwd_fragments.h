@@ -1,8 +1,8 @@
 // Lane-level bookkeeping of the Tensor Core BACKWARD rasterizer
 // (csrc/cuda/kernels/rasterize_mma_bwd.cu, docs/design.md §5.4): where each lane stages Ĝ / F̃ / W rows in the warp's shared buffers, which shared
 // row each lane hands to ldmatrix for the v_W = Ĝ·F̃ᵀ and v_F = Wᵀ·Ĝ operands, the unscaling of the
-// v_W fragment into the lane's 4 Gaussian columns, the front-to-back suffix sums of the sorted mode,
-// v_α per pair and the reduction of a column over the 8 lanes that own it. Everything is
+// v_W fragment into the lane's 4 Gaussian columns, the front-to-back suffix sums of the sorted mode
+// (each column's CompositorGrad state) and the reduction of a column over the 8 lanes that own it. Everything is
 // GSR_HOST_DEVICE and written against the same abstract lane types as gsrender/mma_fragments.h;
 // on the CPU they run inside the kernel under the SIMT runtime (tools/simt, docs/cuda.md).
 //
@@ -91,31 +91,24 @@ GSR_UNROLL
 
 // v_F C element e of a lane: Gaussian column c_row(lane, e), channel 8nt + c_col(lane, e).
 
-// Sorted mode, one pixel row of one batch: x[j] = w_j·v_w_j, s_after[j] = S after column j =
-// run_s − Σ_{columns ≤ j} x (the row's columns in list order across the quad), and run_s ← run_s −
-// the row total, so run_s walks from S_total = G·OUT − T_final·v_α down front to back.
-template <class V, class I, class Q>
+// Sorted mode, one pixel row of one batch, walked front to back by CompositorGrad<…, true>
+// (gsrender/composite.h): col[j] ← pixel carried past the row's columns in front of the lane's
+// column j (their w·v_w summed by the quad scan, the row's columns in list order across the
+// quad), so col[j].step takes column j's own term off and has S after it; pixel ← pixel carried
+// past the whole row, so pixel.s walks from S_total down.
+template <class V, class I, class Q, class G>
 GSR_HOST_DEVICE void row_suffix_sums(const V (&w)[4], const V (&v_wp)[4], const I& t, Q& q,
-                                     V& run_s, V (&s_after)[4]) {
+                                     G& pixel, G (&col)[4]) {
   V x[4], before[4], total;
 GSR_UNROLL
   for (int j = 0; j < 4; ++j) x[j] = w[j] * v_wp[j];
   row_prefix_sum(x, t, q, before, total);
 GSR_UNROLL
-  for (int j = 0; j < 4; ++j) s_after[j] = run_s - before[j] - x[j];
-  run_s = run_s - total;
-}
-
-// v_α of one contributing pair (w > 0), CompositorGrad's step (gsrender/composite.h). Sorted:
-// T_k·v_w_k − S_k/(1 − α_k) with T_k = w/α.
-template <typename T>
-GSR_HOST_DEVICE T v_alpha_sorted(T w, T alpha, T v_wp, T s_after) {
-  return CompositorGrad<T>::sorted_v_alpha(w / alpha, alpha, v_wp, s_after);
-}
-// Weighted: net = g·f_k − g·OUT; v_α = net·φ_k + v_α·T_final/(1 − α_k).
-template <typename T>
-GSR_HOST_DEVICE T v_alpha_weighted(T net, T phi, T alpha, T v_alpha_out, T t_final) {
-  return CompositorGrad<T>::weighted_v_alpha(net, phi, alpha, v_alpha_out, t_final);
+  for (int j = 0; j < 4; ++j) {
+    col[j] = pixel;
+    col[j].pass(before[j]);
+  }
+  pixel.pass(total);
 }
 
 // ---------------------------------------------------------------------------- column reduction

@@ -30,6 +30,7 @@
 
 #include "gsrender/alpha.h"
 #include "gsrender/common.h"
+#include "gsrender/composite.h"
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
@@ -163,12 +164,15 @@ GSR_HOST_DEVICE void row_prefix_sum(const V (&x)[4], const I& t, Q& q, V (&befor
 
 // One pixel row of one m16 block for one batch of 16 Gaussians (docs/design.md §4, sorted mode):
 //   in:  alpha[j] of the lane's 4 columns, pos1[j] = list position + 1 of column j (0 = padding),
-//        trans = T before the batch, done = the pixel stopped earlier (or is outside the image)
+//        pixel = the pixel's Compositor before the batch, done = the pixel stopped earlier (or
+//        is outside the image)
 //   out: w[j] = A·T·[T·(1−A) ≥ 1e-4] with everything from the first stop on excluded,
-//        trans ← T after the last kept Gaussian, last ← max kept pos1, done ← stopped.
+//        pixel.trans ← T after the last kept Gaussian, last ← max kept pos1, done ← stopped.
 // The row's columns run 0–7 over the quad's low pairs, then 8–15 over its high pairs: T before a
 // lane's low pair is T0·Π(lower lanes' low pairs), before its high pair T0·Π(all low pairs)·
-// Π(lower lanes' high pairs). Exactness of the stop without a second scan: T after a
+// Π(lower lanes' high pairs). Each column then is one Compositor::take from that T: the pixel's
+// compositor as a sequential walk would hold it there, so weight, stop and carried T are the
+// rule every other walk runs. Exactness of the stop without a second scan: T after a
 // contributing Gaussian (α ≥ 1/255) is at most (1 − 1/255)× the T after any earlier one, far
 // beyond the few-ulp rounding of differently associated products, so once one contributing
 // column stops every later contributing column computes T·(1−A) < 1e-4 too; columns with α = 0
@@ -176,7 +180,7 @@ GSR_HOST_DEVICE void row_prefix_sum(const V (&x)[4], const I& t, Q& q, V (&befor
 // id the max, the stop flag the OR: three quad reductions all lanes of the quad agree on.
 template <class V, class I, class M, class Q>
 GSR_HOST_DEVICE void row_weights(const V (&alpha)[4], const I (&pos1)[4], const I& t, Q& q,
-                                 V& trans, M& done, I& last, V (&w)[4]) {
+                                 Compositor<V, M, V>& pixel, M& done, I& last, V (&w)[4]) {
   V f[4];
 GSR_UNROLL
   for (int j = 0; j < 4; ++j) f[j] = V(1.0f) - alpha[j];
@@ -184,21 +188,20 @@ GSR_UNROLL
   quad_exclusive_product(f[0] * f[1], t, q, x_lo, tot_lo);
   quad_exclusive_product(f[2] * f[3], t, q, x_hi, tot_hi);
   V tb[4];  // T before each of the lane's columns
-  tb[0] = trans * x_lo;
+  tb[0] = pixel.trans * x_lo;
   tb[1] = tb[0] * f[0];
-  tb[2] = trans * tot_lo * x_hi;
+  tb[2] = pixel.trans * tot_lo * x_hi;
   tb[3] = tb[2] * f[2];
-  V carry = trans;
+  V carry = pixel.trans;
   I lst = last;
   M stopped(false);
 GSR_UNROLL
   for (int j = 0; j < 4; ++j) {
-    const V after = tb[j] * f[j];
-    const M contrib = (alpha[j] > V(0.0f)) & !done;
-    const M stop = contrib & (after < V(kTransmittanceMin));
-    const M keep = contrib & !stop;
-    w[j] = sel(keep, alpha[j] * tb[j], V(0.0f));
-    carry = sel(keep, vmin(carry, after), carry);
+    const Compositor<V, M, V> before{true, tb[j]};  // the pixel before column j
+    Compositor<V, M, V> col = before;
+    M stop;
+    const M keep = col.take(M((alpha[j] > V(0.0f)) & !done), alpha[j], V(0.0f), w[j], stop);
+    carry = sel(keep, vmin(carry, before.after(alpha[j])), carry);  // = col.trans where kept
     lst = sel(keep, vmax(lst, pos1[j]), lst);
     stopped = stopped | stop;
   }
@@ -209,31 +212,29 @@ GSR_UNROLL
   I s = sel(stopped, I(1), I(0));
   s = vmax(s, q.xor_(s, 1));
   s = vmax(s, q.xor_(s, 2));
-  trans = carry;
+  pixel.trans = carry;
   last = lst;
   done = done | (s > I(0));
 }
 
 // One pixel row of one m16 block for one batch, weighted (sort-free) mode: w[j] = α·φ of the
-// lane's columns (α already 0 for padding columns and pixels outside the image); the row's
-// Σw and Π(1 − α) over all 16 columns, reduced across the quad, are added to wsum and multiplied
-// into trans (every lane of the quad ends with the same values).
-template <class V, class Q>
-GSR_HOST_DEVICE void row_weights_weighted(const V (&alpha)[4], const V (&phi)[4], Q& q, V& trans,
-                                          V& wsum, V (&w)[4]) {
-  V prod(1.0f), sum(0.0f);
+// lane's columns (α already 0 for padding columns and pixels outside the image) by
+// Compositor::advance from a fresh compositor, whose Σw and Π(1 − α) over the lane's columns,
+// reduced across the quad to the row's 16, are added to pixel.wsum and multiplied into
+// pixel.trans (every lane of the quad ends with the same values).
+template <class V, class M, class Q>
+GSR_HOST_DEVICE void row_weights_weighted(const V (&alpha)[4], const V (&phi)[4], Q& q,
+                                          Compositor<V, M, V>& pixel, V (&w)[4]) {
+  Compositor<V, M, V> cols{false};
 GSR_UNROLL
-  for (int j = 0; j < 4; ++j) {
-    w[j] = alpha[j] * phi[j];
-    sum = sum + w[j];
-    prod = prod * (V(1.0f) - alpha[j]);
-  }
+  for (int j = 0; j < 4; ++j) w[j] = cols.advance(M(true), alpha[j], phi[j]);
+  V sum = cols.wsum, prod = cols.trans;
   sum = sum + q.xor_(sum, 1);
   sum = sum + q.xor_(sum, 2);
   prod = prod * q.xor_(prod, 1);
   prod = prod * q.xor_(prod, 2);
-  wsum = wsum + sum;
-  trans = trans * prod;
+  pixel.wsum = pixel.wsum + sum;
+  pixel.trans = pixel.trans * prod;
 }
 
 #if defined(__CUDACC__) || defined(GSR_SIMT)  // GSR_SIMT: the CPU build of the kernels
