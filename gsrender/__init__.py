@@ -10,9 +10,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # torch's CPU tensors of 2 MB and more on transparent huge pages (c10 reads THP_MEM_ALLOC_ENABLE
 # once, at torch's first allocation: again only where gsrender is imported first). A training
 # step's large buffers (the [C, H, W, 4 + D] render and its gradient, the feature gradients) are
-# mapped fresh every step, above glibc's mmap threshold: 4 KB pages cost a fault each, and at
-# D = 64 the step spent 8 % of its CPU time in them (docs/cpu.md, "Huge pages for torch's
-# tensors"); THP_MEM_ALLOC_ENABLE=0 restores 4 KB pages.
+# mapped fresh every step, above glibc's mmap threshold, and 4 KB pages cost a fault each: with
+# huge pages a D = 64 step took 8 % less CPU time (docs/cpu.md, "Fourth round" under "Backward");
+# THP_MEM_ALLOC_ENABLE=0 restores 4 KB pages.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from gsrender.render import (DEFAULT_WEIGHT_PARAMS, RenderOutput, packing_efficiency, raster_plan,
