@@ -44,7 +44,10 @@ def _extension():
     sources = rel(glob.glob(os.path.join(ROOT, "csrc", "*.cpp")))
     sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
-    cxx = ["-O3", "-std=c++20", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
+    # -ffp-contract=off: no ISA copy of the CPU kernels fuses a product and a sum on its own, so every
+    # copy computes the baseline (SSE2) copy's float bits, and the 8-lane kernels (csrc/cpu/
+    # lane_float.h) the scalar code's, by construction (docs/cpu.md, "Vectorising across Gaussians")
+    cxx = ["-O3", "-std=c++20", "-ffp-contract=off", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
     define_macros = []
     if os.environ.get("GSRENDER_DEBUG", "0") == "1":
         cxx = ["-O0", "-g", "-std=c++20", "-fopenmp", "-Wall"]

@@ -159,6 +159,24 @@ def test_project_fwd_float32_close_to_float64_reference(antialiased):
     assert (opac2d - w_opac2d)[ok].abs().max() <= 1e-5
 
 
+@every_cpu_isa
+@pytest.mark.parametrize("antialiased", [False, True])
+def test_project_fwd_float32_lanes_bitwise_one_by_one(antialiased):
+    """float32 runs 8 Gaussians of a camera per vector (csrc/cpu/projection.cpp: project_lanes),
+    the rest one by one: projecting the scene at once (lanes, a tail of 5 per camera) gives each
+    Gaussian's outputs bit for bit as projecting it alone (the scalar code), culled ones, NaN
+    inputs and the clamped Jacobian's included."""
+    scene = [t.float() for t in make_scene(4, N=45, C=2)]
+    for i in range(4):
+        scene[i] = scene[i].clone()
+        scene[i][7 * i + 1] = float("nan")
+    whole = project_op(scene, antialiased)
+    for n in range(45):
+        one = project_op([t[n:n + 1] for t in scene[:4]] + scene[4:], antialiased)
+        for a, b in zip(whole, one):
+            assert torch.equal(a[:, n:n + 1].nan_to_num(), b.nan_to_num()), n
+
+
 def test_project_fwd_hand_computed():
     # One isotropic Gaussian on the optical axis of an identity camera.
     dtype = torch.float64

@@ -113,6 +113,24 @@ def test_float32_close_to_float64_and_zero_direction():
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
 
+@every_cpu_isa
+def test_float32_degree3_lanes_bitwise_the_tensor_ops():
+    """Degree 3 in float runs 8 Gaussians per vector (csrc/cpu/sh.cpp: shifted_sh3_lanes), the
+    rest one by one: both give the tensor ops' bits (sh_fwd's scalar sh_eval, + 0.5, clamp_min),
+    also at a zero direction, NaN and huge coefficients, and N not a multiple of 8."""
+    for N in (45, 8, 3):
+        means, vm, coeffs, depths, feats = (x.float() for x in _case(6, 3, C=3, N=N, D=2))
+        campos = _campos(vm.double()).float()
+        means[0] = campos[1]  # a zero view direction in camera 1
+        coeffs[1, 5, 0] = float("nan")
+        coeffs[2, 9] = 3e38
+        got = ops.sh_channels(3, means, campos, coeffs, depths, feats)
+        want = torch.clamp_min(ops.sh(3, means[None] - campos[:, None], coeffs) + 0.5, 0.0)
+        assert torch.equal(got[..., :3].isnan(), want.isnan())
+        assert torch.equal(got[..., :3].nan_to_num(), want.nan_to_num())
+        assert torch.equal(got[..., 3:], torch.cat([depths[..., None], feats.expand(3, N, 2)], -1))
+
+
 def test_backward_independent_of_thread_count():
     means, vm, coeffs, depths, _ = _case(6, 3, C=3, N=3000, D=None, dtype=torch.float32)
     campos = _campos(vm.double()).float()

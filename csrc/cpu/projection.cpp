@@ -6,12 +6,15 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 #include <vector>
 
 #include "gsrender/project_sh_checks.h"
 #include "gsrender/projection.h"
 #include "isa.h"
+#include "lane_float.h"
+#include <type_traits>
 
 namespace gsrender {
 namespace {
@@ -21,6 +24,95 @@ using at::Tensor;
 // Gaussians per backward work item: fixed (not per thread) so the viewmat reduction order, and
 // hence the result, does not depend on the number of threads.
 constexpr int64_t kBwdBlock = 256;
+
+// Where project_lanes writes its 8 Gaussians' outputs (the op's arrays at the first one).
+struct LaneOut {
+  int32_t* radii;
+  float *m2, *d, *con, *o2;
+};
+// project_gaussian for 8 consecutive Gaussians of one camera in float, one per lane (cpu::LaneF,
+// the shared projection.h templates on it): every lane runs project_gaussian's operations in its
+// order, each of its culling tests is a lane mask, and culled lanes are written as
+// projected_culled's zeros — the scalar's bits in every lane (tests/test_project_sh.py checks
+// them under every ISA copy). The logf of the radius factor runs per lane.
+void project_lanes(const float* mp, const float* qp, const float* sp, const float* op,
+                   const Camera<float>& c1, float eps2d, float near_plane, float far_plane,
+                   float radius_clip, bool antialiased, const LaneOut& out) {
+  using cpu::LaneF;
+  using cpu::LaneM;
+  constexpr int L = cpu::kLanes;
+  Camera<LaneF> cam;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) cam.R.m[i][j] = LaneF(c1.R.m[i][j]);
+  cam.t = {LaneF(c1.t.x), LaneF(c1.t.y), LaneF(c1.t.z)};
+  cam.fx = LaneF(c1.fx), cam.fy = LaneF(c1.fy), cam.cx = LaneF(c1.cx), cam.cy = LaneF(c1.cy);
+  cam.width = LaneF(c1.width), cam.height = LaneF(c1.height);
+  cam.lim_x_pos = LaneF(c1.lim_x_pos), cam.lim_x_neg = LaneF(c1.lim_x_neg);
+  cam.lim_y_pos = LaneF(c1.lim_y_pos), cam.lim_y_neg = LaneF(c1.lim_y_neg);
+  // the 11 inputs of each lane's Gaussian, one row of 8 per input
+  float in[11][L];
+  for (int l = 0; l < L; ++l) {
+    for (int j = 0; j < 3; ++j) in[j][l] = mp[3 * l + j], in[3 + j][l] = sp[3 * l + j];
+    for (int j = 0; j < 4; ++j) in[6 + j][l] = qp[4 * l + j];
+    in[10][l] = op[l];
+  }
+  LaneF v[11];
+  for (int j = 0; j < 11; ++j) std::memcpy(&v[j].v, in[j], sizeof(cpu::f8));
+  const Vec3<LaneF> mean{v[0], v[1], v[2]}, scale{v[3], v[4], v[5]};
+  const Vec4<LaneF> quat{v[6], v[7], v[8], v[9]};
+  const LaneF opacity = v[10];
+  const Vec3<LaneF> p = cam.R * mean + cam.t;
+  LaneM vis = (p.z >= LaneF(near_plane)) & (p.z <= LaneF(far_plane));
+  const Mat3<LaneF> M = scale_columns(quat_to_rotmat(normalize_quat(quat)), scale);
+  const Mat3<LaneF> cov_c = cam.R * (M * transpose(M)) * transpose(cam.R);
+  const EwaJacobian<LaneF> J = ewa_jacobian(p, cam);
+  Sym2<LaneF> cov = project_cov(J, cov_c);
+  const LaneF det_orig = cov.a * cov.c - cov.b * cov.b;
+  cov.a += LaneF(eps2d);
+  cov.c += LaneF(eps2d);
+  const LaneF det = cov.a * cov.c - cov.b * cov.b;
+  vis = vis & (det > LaneF(0));
+  LaneF opacity2d = opacity;
+  if (antialiased) opacity2d *= gsr_sqrt(gsr_max(LaneF(0), det_orig / det));
+  vis = vis & (opacity2d >= LaneF(kAlphaMin));
+  const LaneF k = support_radius_factor(opacity2d);
+  const LaneF rx = gsr_ceil(k * gsr_sqrt(cov.a));
+  const LaneF ry = gsr_ceil(k * gsr_sqrt(cov.c));
+  vis = vis & !((rx <= LaneF(radius_clip)) & (ry <= LaneF(radius_clip)));
+  const LaneF rz = LaneF(1) / p.z;
+  const Vec2<LaneF> mean2d = {cam.fx * p.x * rz + cam.cx, cam.fy * p.y * rz + cam.cy};
+  vis = vis & !((mean2d.x + rx <= LaneF(0)) | (mean2d.x - rx >= cam.width) |
+                (mean2d.y + ry <= LaneF(0)) | (mean2d.y - ry >= cam.height));
+  const LaneF inv_det = LaneF(1) / det;
+  const Sym2<LaneF> conic = {cov.c * inv_det, -cov.b * inv_det, cov.a * inv_det};
+  for (int l = 0; l < L; ++l) {
+    const bool v = vis.m[l] != 0;
+    out.radii[2 * l] = v ? static_cast<int>(gsr_min(rx[l], kMaxRadius<float>())) : 0;
+    out.radii[2 * l + 1] = v ? static_cast<int>(gsr_min(ry[l], kMaxRadius<float>())) : 0;
+    out.m2[2 * l] = v ? mean2d.x[l] : 0.0f;
+    out.m2[2 * l + 1] = v ? mean2d.y[l] : 0.0f;
+    out.d[l] = v ? p.z[l] : 0.0f;
+    out.con[3 * l] = v ? conic.a[l] : 0.0f;
+    out.con[3 * l + 1] = v ? conic.b[l] : 0.0f;
+    out.con[3 * l + 2] = v ? conic.c[l] : 0.0f;
+    out.o2[l] = v ? opacity2d[l] : 0.0f;
+  }
+}
+
+// project_lanes for the next 8 Gaussians where it applies (float, left ≥ 8 of them in the chunk
+// and the camera); false: the caller runs them one by one.
+template <typename T>
+bool project_lanes_if(int64_t left, const T* mp, const T* qp, const T* sp, const T* op,
+                      const Camera<T>& cam, double eps2d, double near_plane, double far_plane,
+                      double radius_clip, bool antialiased, int32_t* r, T* m2, T* d, T* con, T* o2) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (left < cpu::kLanes) return false;
+    project_lanes(mp, qp, sp, op, cam, T(eps2d), T(near_plane), T(far_plane), T(radius_clip),
+                  antialiased, LaneOut{r, m2, d, con, o2});
+    return true;
+  }
+  return false;
+}
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
     const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& opacities,
@@ -54,6 +146,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
       Camera<T> cam = camera(c);
       for (int64_t idx = begin; idx < end; ++idx, ++n) {
         if (n == N) n = 0, cam = camera(++c);
+        if (project_lanes_if(std::min(end - idx, N - n), mp + 3 * n, qp + 4 * n, sp + 3 * n, op + n,
+                             cam, eps2d, near_plane, far_plane, radius_clip, antialiased,
+                             radii_p + 2 * idx, m2_p + 2 * idx, d_p + idx, con_p + 3 * idx,
+                             o2_p + idx)) {
+          idx += cpu::kLanes - 1, n += cpu::kLanes - 1;
+          continue;
+        }
         const Projected<T> r = project_gaussian(
             load_vec3(mp + 3 * n), Vec4<T>{qp[4 * n], qp[4 * n + 1], qp[4 * n + 2], qp[4 * n + 3]},
             load_vec3(sp + 3 * n), op[n], cam, T(eps2d), T(near_plane), T(far_plane),

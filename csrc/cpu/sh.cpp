@@ -15,6 +15,8 @@
 #include "gsrender/project_sh_checks.h"
 #include "gsrender/sh.h"
 #include "isa.h"
+#include "lane_float.h"
+#include <type_traits>
 
 namespace gsrender {
 namespace {
@@ -86,6 +88,72 @@ void shifted_sh(int deg, const Vec3<T>& dir, const T* coeffs, T* rgb) {
   for (int ch = 0; ch < 3; ++ch) rgb[ch] += T(0.5);
 }
 
+// 8 rows of 8 floats transposed in place (r[i][j] -> r[j][i]): unpacks, then pairs of floats and
+// 128-bit halves exchanged, as __builtin_shuffle patterns every ISA copy lowers.
+inline void transpose8(cpu::LaneF* r) {
+  using cpu::i8;
+  const auto lo = [](cpu::f8 a, cpu::f8 b) { return __builtin_shuffle(a, b, i8{0, 8, 1, 9, 4, 12, 5, 13}); };
+  const auto hi = [](cpu::f8 a, cpu::f8 b) { return __builtin_shuffle(a, b, i8{2, 10, 3, 11, 6, 14, 7, 15}); };
+  const auto lo2 = [](cpu::f8 a, cpu::f8 b) { return __builtin_shuffle(a, b, i8{0, 1, 8, 9, 4, 5, 12, 13}); };
+  const auto hi2 = [](cpu::f8 a, cpu::f8 b) { return __builtin_shuffle(a, b, i8{2, 3, 10, 11, 6, 7, 14, 15}); };
+  const cpu::f8 t0 = lo(r[0].v, r[1].v), t1 = hi(r[0].v, r[1].v), t2 = lo(r[2].v, r[3].v),
+                t3 = hi(r[2].v, r[3].v), t4 = lo(r[4].v, r[5].v), t5 = hi(r[4].v, r[5].v),
+                t6 = lo(r[6].v, r[7].v), t7 = hi(r[6].v, r[7].v);
+  const cpu::f8 u[8] = {lo2(t0, t2), hi2(t0, t2), lo2(t1, t3), hi2(t1, t3),
+                        lo2(t4, t6), hi2(t4, t6), lo2(t5, t7), hi2(t5, t7)};
+  for (int j = 0; j < 4; ++j) {
+    r[j].v = __builtin_shuffle(u[j], u[j + 4], i8{0, 1, 2, 3, 8, 9, 10, 11});
+    r[j + 4].v = __builtin_shuffle(u[j], u[j + 4], i8{4, 5, 6, 7, 12, 13, 14, 15});
+  }
+}
+
+// shifted_sh at degree 3 in float for 8 Gaussians of one camera, one per lane (cpu::LaneF),
+// whose means and [K, 3] coefficient rows (row floats apart) start at mean and coeffs: view_dir,
+// sh_normalize_dir's operations (its lane-wise twin here), the shared sh_eval_unit on the 48
+// coefficients transposed to one vector each (6 blocks of 8 × 8 floats), + 0.5 — the scalar's
+// bits in every lane (tests/test_sh_channels.py checks them under every ISA copy).
+void shifted_sh3_lanes(const float* mean, const float* campos, const float* coeffs, int64_t row,
+                       cpu::LaneF* rgb) {
+  using cpu::LaneF;
+  constexpr int L = cpu::kLanes, KC = 3 * 16;
+  float in[3][L];  // each lane's view direction, one row of 8 per coordinate
+  for (int l = 0; l < L; ++l)
+    for (int j = 0; j < 3; ++j) in[j][l] = mean[3 * l + j] - campos[j];
+  Vec3<LaneF> d;
+  std::memcpy(&d.x.v, in[0], sizeof(cpu::f8));
+  std::memcpy(&d.y.v, in[1], sizeof(cpu::f8));
+  std::memcpy(&d.z.v, in[2], sizeof(cpu::f8));
+  const LaneF len = gsr_sqrt(dot(d, d));
+  const LaneF inv_norm = LaneF(1.0f) / select(len > LaneF(1e-12), len, LaneF(1e-12));  // the floor
+  LaneF cf[KC];
+  for (int b = 0; b < KC; b += L) {
+    for (int l = 0; l < L; ++l) std::memcpy(&cf[b + l].v, coeffs + l * row + b, sizeof(cpu::f8));
+    transpose8(cf + b);
+  }
+  sh_eval_unit(3, inv_norm * d, cf, rgb);
+  for (int ch = 0; ch < 3; ++ch) rgb[ch] += LaneF(0.5f);
+}
+
+// shifted_sh of the next 8 Gaussians of one camera (left of them in the chunk and the camera)
+// with shifted_sh3_lanes where it applies — float, degree 3, left ≥ 8 — each lane's rgb to
+// out(lane, rgb); returns how many it did: 8, or 0 (the caller runs them one by one).
+template <typename T, class Out>
+int shifted_sh_lanes(int deg, const T* mean, const T* campos, const T* coeffs, int64_t row,
+                     int64_t left, const Out& out) {
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int L = cpu::kLanes;
+    if (deg != 3 || left < L) return 0;
+    cpu::LaneF rgb[3];
+    shifted_sh3_lanes(mean, campos, coeffs, row, rgb);
+    for (int l = 0; l < L; ++l) {
+      const float lane[3] = {rgb[0][l], rgb[1][l], rgb[2][l]};
+      out(l, lane);
+    }
+    return L;
+  }
+  return 0;
+}
+
 Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& campos,
                            const Tensor& coeffs, const Tensor& depths,
                            const c10::optional<Tensor>& features) {
@@ -116,16 +184,27 @@ Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& ca
     const T* fp = feat.defined() ? feat.data_ptr<T>() : nullptr;
     T* op = out.data_ptr<T>();
     const int deg = static_cast<int>(degree);
+    // one Gaussian's channels from its rgb (before the clamp)
+    const auto write = [&](int64_t idx, int64_t n, const T* rgb) {
+      T* o = op + idx * CH;
+      for (int ch = 0; ch < 3; ++ch) o[ch] = rgb[ch] < T(0) ? T(0) : rgb[ch];  // NaN stays
+      o[3] = dp[idx];
+      if (D > 0) std::memcpy(o + 4, fp + (per_camera ? idx : n) * D, sizeof(T) * D);
+    };
     cpu::parallel_for(0, C * N, 2048, [&](int64_t begin, int64_t end) {
       int64_t c = begin / N, n = begin - c * N;  // (no division per Gaussian)
-      for (int64_t idx = begin; idx < end; ++idx, ++n) {
+      for (int64_t idx = begin; idx < end;) {
         if (n == N) n = 0, ++c;
-        T* o = op + idx * CH;
+        const auto lane = [&](int l, const T* rgb) { write(idx + l, n + l, rgb); };
+        if (const int done = shifted_sh_lanes(deg, mp + 3 * n, pp + 3 * c, cp + n * K * 3, K * 3,
+                                              std::min(end - idx, N - n), lane)) {
+          idx += done, n += done;
+          continue;
+        }
         T rgb[3];
         shifted_sh(deg, view_dir(mp + 3 * n, pp + 3 * c), cp + n * K * 3, rgb);
-        for (int ch = 0; ch < 3; ++ch) o[ch] = rgb[ch] < T(0) ? T(0) : rgb[ch];  // NaN stays
-        o[3] = dp[idx];
-        if (D > 0) std::memcpy(o + 4, fp + (per_camera ? idx : n) * D, sizeof(T) * D);
+        write(idx, n, rgb);
+        ++idx, ++n;
       }
     });
   });

@@ -88,7 +88,7 @@ template <typename T>
 struct EwaJacobian {
   T j00, j02, j11, j12;  // J = [[j00, 0, j02], [0, j11, j12]]
   T tx, ty;              // the (possibly clamped) x and y used in j02, j12
-  bool clamped_x, clamped_y;
+  decltype(T() < T()) clamped_x, clamped_y;  // bool (a lane mask for the CPU's cpu::LaneF)
 };
 
 template <typename T>

@@ -101,12 +101,11 @@ GSR_HOST_DEVICE Vec3<T> sh_basis_vjp(int degree, const Vec3<T>& n, const T* v_ba
   return g;
 }
 
-// colour[3] = Σ_k basis_k(normalize(dir)) · coeffs[k*3 .. k*3+2]; coeffs is one Gaussian's [K,3].
+// colour[3] = Σ_k basis_k(n) · coeffs[k*3 .. k*3+2] at the unit direction n; coeffs is one
+// Gaussian's [K,3]. (With T the CPU's cpu::LaneF, 8 Gaussians in lanes, coeffs holds each of the
+// [K,3] values as one LaneF.)
 template <typename T>
-GSR_HOST_DEVICE void sh_eval(int degree, const Vec3<T>& dir, const T* coeffs, T* color) {
-  T inv_norm;
-  bool floored;
-  const Vec3<T> n = sh_normalize_dir(dir, inv_norm, floored);
+GSR_HOST_DEVICE void sh_eval_unit(int degree, const Vec3<T>& n, const T* coeffs, T* color) {
   T basis[kMaxShBases] = {};  // fixed size and unrolled loops keep it in registers on the GPU
   sh_basis(degree, n, basis);
   T r = T(0), g = T(0), b = T(0);
@@ -121,6 +120,14 @@ GSR_HOST_DEVICE void sh_eval(int degree, const Vec3<T>& dir, const T* coeffs, T*
   color[0] = r;
   color[1] = g;
   color[2] = b;
+}
+
+// colour[3] = Σ_k basis_k(normalize(dir)) · coeffs[k*3 .. k*3+2]; coeffs is one Gaussian's [K,3].
+template <typename T>
+GSR_HOST_DEVICE void sh_eval(int degree, const Vec3<T>& dir, const T* coeffs, T* color) {
+  T inv_norm;
+  bool floored;
+  sh_eval_unit(degree, sh_normalize_dir(dir, inv_norm, floored), coeffs, color);
 }
 
 // Backward of sh_eval for one (camera, Gaussian); returns the gradient w.r.t. the unnormalised

@@ -1,0 +1,70 @@
+// LaneF: 8 floats (a cpu::f8), one per lane, usable as T in the shared per-Gaussian templates
+// (gsrender/math.h, projection.h, sh.h), so a CPU kernel runs 8 Gaussians through the scalar
+// code's operations at once: T(c) broadcasts c, each operator is the lane-wise float operation,
+// comparisons give a LaneM mask, and gsr_sqrt / gsr_min / gsr_max / gsr_ceil / gsr_log (found by
+// argument-dependent lookup) are lane-wise too. Every lane therefore computes the scalar's float
+// operations in the scalar's order, and since no copy contracts products and sums into FMAs
+// (-ffp-contract=off, setup.py: GCC's contraction depends on the context, so a scalar loop and
+// the same expression across lanes would round differently), each lane gives the scalar's bits.
+#pragma once
+#include <cmath>
+
+#include "simd.h"
+
+namespace gsrender {
+namespace cpu {
+
+struct LaneM {
+  i8 m;  // 0 / −1 per lane
+};
+#define GSR_LANE [[gnu::always_inline]] inline
+GSR_LANE LaneM operator&(LaneM a, LaneM b) { return {a.m & b.m}; }
+GSR_LANE LaneM operator|(LaneM a, LaneM b) { return {a.m | b.m}; }
+GSR_LANE LaneM operator||(LaneM a, LaneM b) { return {a.m | b.m}; }
+GSR_LANE LaneM operator!(LaneM a) { return {~a.m}; }
+
+struct LaneF {
+  f8 v;
+  LaneF() = default;
+  GSR_LANE LaneF(f8 x) : v(x) {}
+  GSR_LANE explicit LaneF(float c) : v(splat(c)) {}
+  GSR_LANE explicit LaneF(double c) : v(splat(float(c))) {}  // T(c) of a double constant
+  GSR_LANE explicit LaneF(int c) : v(splat(float(c))) {}
+  GSR_LANE float operator[](int l) const { return v[l]; }
+  GSR_LANE LaneF& operator+=(LaneF b) { v += b.v; return *this; }
+  GSR_LANE LaneF& operator-=(LaneF b) { v -= b.v; return *this; }
+  GSR_LANE LaneF& operator*=(LaneF b) { v *= b.v; return *this; }
+};
+GSR_LANE LaneF operator+(LaneF a, LaneF b) { return a.v + b.v; }
+GSR_LANE LaneF operator-(LaneF a, LaneF b) { return a.v - b.v; }
+GSR_LANE LaneF operator*(LaneF a, LaneF b) { return a.v * b.v; }
+GSR_LANE LaneF operator/(LaneF a, LaneF b) { return a.v / b.v; }
+GSR_LANE LaneF operator-(LaneF a) { return -a.v; }
+GSR_LANE LaneM operator<(LaneF a, LaneF b) { return {a.v < b.v}; }
+GSR_LANE LaneM operator<=(LaneF a, LaneF b) { return {a.v <= b.v}; }
+GSR_LANE LaneM operator>(LaneF a, LaneF b) { return {a.v > b.v}; }
+GSR_LANE LaneM operator>=(LaneF a, LaneF b) { return {a.v >= b.v}; }
+// m ? a : b per lane
+GSR_LANE LaneF select(LaneM m, LaneF a, LaneF b) { return m.m ? a.v : b.v; }
+
+// math.h's scalar helpers, lane by lane (the scalar library call per lane where there is no
+// vector instruction with its exact result)
+GSR_LANE LaneF gsr_min(LaneF a, LaneF b) { return select(a < b, a, b); }
+GSR_LANE LaneF gsr_max(LaneF a, LaneF b) { return select(a > b, a, b); }
+GSR_LANE LaneF gsr_sqrt(LaneF a) {
+  for (int l = 0; l < kLanes; ++l) a.v[l] = std::sqrt(a.v[l]);
+  return a;
+}
+GSR_LANE LaneF gsr_ceil(LaneF a) {
+  for (int l = 0; l < kLanes; ++l) a.v[l] = std::ceil(a.v[l]);
+  return a;
+}
+GSR_LANE LaneF gsr_log(LaneF a) {
+  for (int l = 0; l < kLanes; ++l) a.v[l] = logf(a.v[l]);
+  return a;
+}
+GSR_LANE LaneF gsr_rounded(LaneF a) { return __builtin_assoc_barrier(a.v); }  // (common.h)
+#undef GSR_LANE
+
+}  // namespace cpu
+}  // namespace gsrender
