@@ -3,6 +3,7 @@
 // split into depth-coherent clusters. The α, the 1/255 cut, the 0.99 clamp and the order are the
 // sorted rasterizer's (alpha.h, the tile lists of bin_tiles), so the first n_render weights of a
 // pixel are exactly the weights rasterize_fwd composites.
+#include "pixel_contraction.h"  // first: it sets the compile options of all that follows
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

@@ -7,6 +7,7 @@
 // bits run to run for a given thread count); with deterministic=true they go to per-entry rows
 // instead and a fixed-order reduction sums them (gsrender/det_reduce.h), so the result is the
 // same bit for bit whatever the thread count.
+#include "pixel_contraction.h"  // first: it sets the compile options of all that follows
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>

@@ -3,6 +3,7 @@
 // over the pixels, then OUT = Wᵀ·F as a register-blocked GEMM (gemm.h). docs/cpu.md walks through
 // it. The plan's kScalar (precision fp32, sorted) keeps the one-pixel-at-a-time 3DGS loop as the
 // in-house baseline.
+#include "pixel_contraction.h"  // first: it sets the compile options of all that follows
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

@@ -10,6 +10,7 @@
 //   S = (2·mx·my + C1)(2·(sxy − mx·my) + C2) / ((mx² + my² + C1)((sxx − mx²) + (syy − my²) + C2))
 // The gradient goes through the moments: v_x = Bᵀ(v·∂S/∂mx) + 2x·Bᵀ(v·∂S/∂sxx) + y·Bᵀ(v·∂S/∂sxy),
 // v_y likewise, where Bᵀ (the adjoint of a zero-padded correlation) is B with the window reversed.
+#include "pixel_contraction.h"  // first: it sets the compile options of all that follows
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>

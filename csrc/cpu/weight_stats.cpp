@@ -4,6 +4,7 @@
 // (gsrender/alpha.h: 1/255 cut, 0.99 clamp, 1e-4 early stop), walking the same tile lists.
 // Parallel over the tiles of one view at a time; every thread accumulates into its own buffers,
 // merged after each view, so no two threads ever write the same memory.
+#include "pixel_contraction.h"  // first: it sets the compile options of all that follows
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
