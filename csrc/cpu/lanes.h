@@ -39,7 +39,9 @@ struct AlignedAlloc {
   AlignedAlloc() = default;
   template <typename U>
   AlignedAlloc(const AlignedAlloc<U, A>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(A))); }
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(A)));
+  }
   void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(A)); }
   bool operator==(const AlignedAlloc&) const { return true; }
 };
