@@ -109,11 +109,14 @@ __attribute__((always_inline)) inline void pair_outer_block(T* const* d, const T
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) std::memcpy(&acc[r][j], d[r] + c0 + j * kLanes, sizeof(V));
-#pragma GCC unroll 8
+  // The pixel loop stays a loop: unrolled, GCC schedules each accumulator's 8 dependent adds
+  // back to back (one chain at a time, spilling the 8·R hoisted weights), not R·NB independent
+  // chains per pixel.
+#pragma GCC unroll 1
   for (int l = 0; l < kLanes; ++l) {
-    V wl[R];
+    T wl[R];  // (scalar × vector: the broadcast GCC emits for it is one load)
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) wl[r] = V{} + w[r * kLanes + l];
+    for (int r = 0; r < R; ++r) wl[r] = w[r * kLanes + l];
 #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) {
       V g;

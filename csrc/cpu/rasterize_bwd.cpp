@@ -39,11 +39,11 @@ struct BwdScratch {
   LaneVector<V> ent_w, ent_v_w;    // [segments, cap]: their weights and dL/dw per pixel, G·f
   std::vector<const T*> ent_rows;  // [segments, cap]: their feature rows
   std::vector<T*> ent_v_rows;       // [segments, cap]: their rows of v_color
-  std::vector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
+  LineVector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
   LaneVector<V> gt;              // [segments, CH] the same, channel-major
   // Per kept entry k (tile.kept's order): what the tile's pairs add to its gradients.
   LaneVector<V> part;            // [kept, kGradFields]: the α-chain sums, lane-wise
-  std::vector<T> v_color;        // [kept, chp]
+  LineVector<T> v_color;         // [kept, chp] (line-aligned: pair_outer's vector RMWs)
   std::vector<char> touched;     // [kept]
   // The touched kept entries, in list order, and their 2D-parameter sums packed in one vector
   // (det_pass.h's field order, lane 7 zero), for the outputs.
