@@ -8,7 +8,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "gsrender/host_alloc.h"
@@ -16,7 +15,6 @@
 #include "gsrender/support_ellipse.h"
 #include "isa.h"
 #include "key_sort.h"
-#include "support_lanes.h"
 
 namespace gsrender {
 namespace {
@@ -38,12 +36,6 @@ int tile_shift_of(int tile_size) {
   return (tile_size & (tile_size - 1)) == 0 ? __builtin_ctz(static_cast<unsigned>(tile_size)) : -1;
 }
 
-// pixel -> tile: a shift for power-of-two tiles, not an integer division (pixels are >= 0)
-template <typename T>
-int tile_of(const BinInputs<T>& in, int p) {
-  return in.tile_shift >= 0 ? p >> in.tile_shift : p / in.tile_size;
-}
-
 // Tile rectangle r = [tx0, ty0, tx1, ty1] (inclusive) of Gaussian i's radii box; false when it
 // is culled or off-image.
 template <typename T>
@@ -52,35 +44,17 @@ bool tile_rect(const BinInputs<T>& in, int64_t i, int32_t* r) {
   const PixelBox b = pixel_box<T>(in.means2d[2 * i], in.means2d[2 * i + 1], in.radii[2 * i],
                                   in.radii[2 * i + 1], in.width, in.height);
   if (b.empty()) return false;
-  r[0] = tile_of(in, b.x0), r[1] = tile_of(in, b.y0), r[2] = tile_of(in, b.x1), r[3] = tile_of(in, b.y1);
+  // pixel -> tile: a shift for power-of-two tiles, not four integer divisions (pixels are >= 0)
+  const auto tile = [&](int p) { return in.tile_shift >= 0 ? p >> in.tile_shift : p / in.tile_size; };
+  r[0] = tile(b.x0), r[1] = tile(b.y0), r[2] = tile(b.x1), r[3] = tile(b.y1);
   return true;
-}
-
-// for_each_bin_tile of Gaussian i with its support s and bound (support_lanes: −∞ where
-// support_rect_bound is false), over the tiles of its radii box that its support box meets: the
-// same tiles, without the test of those the support box misses.
-template <typename T, class F>
-int64_t support_bin_tiles(const BinInputs<T>& in, int64_t i, const Support<T>& s, double bound,
-                          F&& f) {
-  int32_t r[4];
-  if (!(bound > -INFINITY) || !tile_rect(in, i, r)) return 0;
-  // the support box's pixels inside the image (the tiles' pixels are), in tiles
-  const int x0 = std::max(s.box.x0, 0), x1 = std::min(s.box.x1, in.width - 1);
-  const int y0 = std::max(s.box.y0, 0), y1 = std::min(s.box.y1, in.height - 1);
-  if (x0 > x1 || y0 > y1) return 0;
-  r[0] = std::max(r[0], tile_of(in, x0)), r[2] = std::min(r[2], tile_of(in, x1));
-  r[1] = std::max(r[1], tile_of(in, y0)), r[3] = std::min(r[3], tile_of(in, y1));
-  return for_each_support_tile(r, s, bound, in.tile_size, in.width, in.height, f);
 }
 
 // Gaussians per binning block: the unit the threads take one at a time while listing pairs.
 constexpr int64_t kBlock = 2048;
-static_assert(kBlock % cpu::kLanes == 0, "blocks of whole lane groups");
 
 // Each block's pairs (the tile of every pair, in Gaussian order) and each Gaussian's pair count:
 // the exact test runs once per candidate tile, in parallel, blocks handed out one at a time.
-// float32 exact binning computes the supports 8 Gaussians at a time (support_lanes), the block's
-// tail one by one.
 template <typename T>
 void list_pairs(const BinInputs<T>& in, std::vector<std::vector<int32_t>>& block_tiles,
                 int32_t* count) {
@@ -91,30 +65,17 @@ void list_pairs(const BinInputs<T>& in, std::vector<std::vector<int32_t>>& block
     std::vector<int32_t> scratch;  // this thread's block, copied out at its exact size
     for (int64_t b; (b = take()) < n_blocks;) {
       scratch.clear();
-      const int64_t first = b * kBlock, end = std::min(CN, first + kBlock);
+      const int64_t first = b * kBlock;
       int32_t base = static_cast<int32_t>((first / in.N) * TH * TW);  // the camera's first tile
       int64_t next_camera = (first / in.N + 1) * in.N;
-      const auto emit = [&](int tx, int ty) { scratch.push_back(base + ty * TW + tx); };
-      const auto enter = [&](int64_t i) {  // (no division per Gaussian)
-        if (i == next_camera) base += TH * TW, next_camera += in.N;
-      };
-      int64_t i = first;
-      if constexpr (std::is_same_v<T, float>)
-        for (; in.conics != nullptr && i + cpu::kLanes <= end; i += cpu::kLanes) {
-          const cpu::SupportLanes s =
-              cpu::support_lanes(in.means2d + 2 * i, in.conics + 3 * i, in.opacities + i);
-          for (int l = 0; l < cpu::kLanes; ++l)
-            enter(i + l), count[i + l] = static_cast<int32_t>(
-                              support_bin_tiles(in, i + l, s.support(l), s.bound[l], emit));
-        }
-      for (; i < end; ++i) {
+      for (int64_t i = first, end = std::min(CN, first + kBlock); i < end; ++i) {
         int32_t r[4];
-        enter(i);
+        if (i == next_camera) base += TH * TW, next_camera += in.N;  // (no division per Gaussian)
         count[i] = !tile_rect(in, i, r)
                        ? 0
                        : static_cast<int32_t>(for_each_bin_tile<T>(
                              r, in.means2d, in.conics, in.opacities, i, in.tile_size, in.width,
-                             in.height, emit));
+                             in.height, [&](int tx, int ty) { scratch.push_back(base + ty * TW + tx); }));
       }
       block_tiles[b].assign(scratch.begin(), scratch.end());
     }

@@ -31,7 +31,8 @@ GSR_HOST_DEVICE T support_edge_min(T a, T b, T c, T dy, T lo, T hi) {
 // level: support_level(opacity) (gsrender/alpha.h), computed once per Gaussian. Meant for
 // T = double on the host.
 
-// The bound on dᵀQd that support_meets_rect_within tests: 2·ln(255·o) with that margin (det = ac − b²).
+// The bound on dᵀQd that support_meets_rect_within tests: 2·ln(255·o) with that margin
+// (det = ac − b²).
 template <typename T>
 GSR_HOST_DEVICE T support_bound(T a, T c, T det, T level) {
   return T(2) * fma(level, T(1) + T(1e-4) + T(1e-6) * (a + c) * (a + c) / det, T(1e-4));
@@ -94,19 +95,6 @@ GSR_HOST_DEVICE bool support_meets_tile(const Support<T>& s, double bound, const
                                            tile.x1, tile.y1);
 }
 
-// The tiles of [r[0], r[2]] × [r[1], r[3]] whose pixels the support s meets (support_meets_tile
-// with its bound): calls f(tx, ty) for each, row by row; returns how many.
-template <typename T, class F>
-GSR_HOST_DEVICE int64_t for_each_support_tile(const int* r, const Support<T>& s, double bound,
-                                              int tile_size, int width, int height, F&& f) {
-  int64_t n = 0;
-  for (int ty = r[1]; ty <= r[3]; ++ty)
-    for (int tx = r[0]; tx <= r[2]; ++tx)
-      if (support_meets_tile(s, bound, tile_pixels(tx, ty, tile_size, width, height)))
-        f(tx, ty), ++n;
-  return n;
-}
-
 // Binning's pairs of Gaussian i (both backends): the tiles [r[0], r[2]] × [r[1], r[3]] of its
 // radii box and, when conics and opacities are given (exact binning), only the tiles its
 // support ellipse meets. Calls f(tx, ty) for each, row by row; returns how many.
@@ -114,8 +102,8 @@ template <typename T, class F>
 GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const T* conics,
                                           const T* opacities, int64_t i, int tile_size, int width,
                                           int height, F&& f) {
+  int64_t n = 0;
   if (conics == nullptr) {
-    int64_t n = 0;
     for (int ty = r[1]; ty <= r[3]; ++ty)
       for (int tx = r[0]; tx <= r[2]; ++tx) f(tx, ty), ++n;
     return n;
@@ -125,7 +113,11 @@ GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const 
                                        conics[3 * i + 1], conics[3 * i + 2], opacities[i]);
   double bound;
   if (!support_rect_bound<double>(s.a, s.b, s.c, s.level, &bound)) return 0;
-  return for_each_support_tile(r, s, bound, tile_size, width, height, f);
+  for (int ty = r[1]; ty <= r[3]; ++ty)
+    for (int tx = r[0]; tx <= r[2]; ++tx)
+      if (support_meets_tile(s, bound, tile_pixels(tx, ty, tile_size, width, height)))
+        f(tx, ty), ++n;
+  return n;
 }
 
 }  // namespace gsrender
