@@ -133,3 +133,26 @@ def test_bad_exact_binning_arguments_are_named():
         ops.bin_tiles(*base, p["conics"], p["o2d"][:, :5])
     with pytest.raises((ValueError, TypeError), match="opacities"):
         ops.bin_tiles(*base, p["conics"], p["o2d"].double())
+
+
+@every_cpu_isa
+def test_prepare_gaussians_lanes_bitwise_wherever_a_gaussian_sits():
+    """float32 prepares the raster's per-Gaussian supports 8 at a time (csrc/cpu/support_lanes.h),
+    the tail one by one: with k = 0 .. 8 culled Gaussians put in front of each camera's (so every
+    Gaussian moves through every lane, and the last ones into and out of the tail) the images
+    are the same bit for bit."""
+    p = _projected(F32)
+    chans = torch.rand(p["C"], p["N"], 4, generator=torch.Generator().manual_seed(1))
+    ref_out = None
+    for k in range(9):
+        q = dict(p)
+        for key, fill in (("m2d", 0.0), ("radii", 0), ("depths", 1.0), ("conics", 1.0), ("o2d", 0.0)):
+            t = p[key]
+            q[key] = torch.cat([torch.full((t.shape[0], k, *t.shape[2:]), fill, dtype=t.dtype), t], 1)
+        q["N"] = p["N"] + k
+        ch = torch.cat([torch.zeros(p["C"], k, 4), chans], 1)
+        out = _raster(q, _bin(q, True, True), ch, "sorted")
+        if ref_out is None:
+            ref_out = out
+        for got, exp in zip(out[:2], ref_out[:2]):
+            assert torch.equal(got, exp), k

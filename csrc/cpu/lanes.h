@@ -137,7 +137,7 @@ struct RowAlpha {
 // ln o folded in, ln(o·e^{−σ}) = E − (½a·dx + b·dy)·dx, E = ln o − ½c·dy², is two FMAs per 8
 // lanes from three per-row scalars; then one exp (exp_nonpositive: x > 0, from o > 1, gives 1,
 // which the 0.99 cap makes exact). pair_alpha's σ ≥ 0 test is not repeated: the row kernels only
-// see Gaussians the tile test kept (a > 0, ac − b² > 0: set_row_support), where σ ≥ 0 holds, and
+// see Gaussians the tile test kept (a > 0, ac − b² > 0: RowGaussian::bound), where σ ≥ 0 holds, and
 // in float it could only fire on rounding at σ ≈ 0, where α = o is the right value.
 template <>
 struct RowAlpha<float> {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "gsrender/host_alloc.h"
@@ -15,6 +16,7 @@
 #include "gsrender/support_ellipse.h"
 #include "gsrender/tiles.h"
 #include "lanes.h"
+#include "support_lanes.h"
 
 namespace gsrender {
 namespace cpu {
@@ -28,17 +30,10 @@ constexpr int kMaxSegments = 256 / kLanes;  // 8-pixel row segments per tile row
 template <typename T>
 struct RowGaussian : Support<T> {
   T opacity, phi;
-  double bound;  // support_bound: the tile test's bound on dᵀQd, −∞ when no pixel contributes
+  double bound;  // support_rect_bound: the tile test's bound on dᵀQd, −∞ when no pixel contributes
+
 };
 
-// RowGaussian::bound, in double as the tile test.
-template <typename T>
-void set_row_support(RowGaussian<T>& g) {
-  const double a = g.a, c = g.c, det = std::fma(a, c, -(double(g.b) * g.b));
-  g.bound = -INFINITY;
-  if (!(g.level > 0) || !(det > 0) || !(a > 0)) return;  // support_meets_rect: no pixel
-  g.bound = support_bound(a, c, det, g.level);
-}
 
 // The row segments of rows y .. y + n − 1 (pixels [x0, x1], 8-pixel segments from x0) that g's
 // support ellipse crosses: bit sg of out[j] is set when dᵀQd ≤ bound somewhere on row y + j's
@@ -101,19 +96,33 @@ struct GaussianArray {
   RowGaussian<T>* data() const { return reinterpret_cast<RowGaussian<T>*>(block.data_ptr()); }
 };
 
+// Every Gaussian's RowGaussian; float32 computes the supports 8 at a time (support_lanes, the
+// same bits), each chunk's tail one by one.
 template <typename T>
 GaussianArray<T> prepare_gaussians(const RasterArgs<T>& a) {
   GaussianArray<T> gs(a.C * a.N);
   RowGaussian<T>* const out = gs.data();
   cpu::parallel_for(0, a.C * a.N, 2048, [&](int64_t begin, int64_t end) {
-    for (int64_t id = begin; id < end; ++id) {
+    const auto finish = [&](int64_t id, double bound) {
       RowGaussian<T>& g = out[id];
       g.opacity = a.opacities[id];
-      static_cast<Support<T>&>(g) =
-          make_support<T>(a.means2d[2 * id], a.means2d[2 * id + 1], a.conics[3 * id],
-                          a.conics[3 * id + 1], a.conics[3 * id + 2], g.opacity);
       g.phi = !a.sorted ? depth_weight<T>(a.depths[id], a.sigma_w, a.beta) : T(1);
-      set_row_support(g);
+      g.bound = bound;
+    };
+    int64_t id = begin;
+    if constexpr (std::is_same_v<T, float>)
+      for (; id + kLanes <= end; id += kLanes) {
+        const SupportLanes s =
+            support_lanes(a.means2d + 2 * id, a.conics + 3 * id, a.opacities + id);
+        for (int l = 0; l < kLanes; ++l)
+          static_cast<Support<T>&>(out[id + l]) = s.support(l), finish(id + l, s.bound[l]);
+      }
+    for (; id < end; ++id) {
+      Support<T>& s = out[id];
+      s = make_support<T>(a.means2d[2 * id], a.means2d[2 * id + 1], a.conics[3 * id],
+                          a.conics[3 * id + 1], a.conics[3 * id + 2], a.opacities[id]);
+      double bound;
+      finish(id, support_rect_bound<double>(s.a, s.b, s.c, s.level, &bound) ? bound : -INFINITY);
     }
   });
   return gs;
@@ -195,7 +204,7 @@ struct TileRows {
       constexpr int kAhead = 12;
       if (i + kAhead < to) prefetch_gaussian(gs + ids[i + kAhead]);
       const RowGaussian<T>& g = gs[ids[i]];
-      if (!support_meets_tile<T>(g, px)) continue;  // bin_tiles with conics dropped it already
+      if (!support_meets_tile<T>(g, g.bound, px)) continue;  // bin_tiles with conics dropped it already
       const int r0 = std::max(g.box.y0, y0) - y0, r1 = std::min(g.box.y1, y1) - y0;
       // ln o from the support's ln(255·o) (o > 1/255 here), in double as it
       kept.push_back({g, i, ids[i], T(g.level - std::log(kAlphaMinInv))});

@@ -31,7 +31,8 @@ GSR_HOST_DEVICE T support_edge_min(T a, T b, T c, T dy, T lo, T hi) {
 // level: support_level(opacity) (gsrender/alpha.h), computed once per Gaussian. Meant for
 // T = double on the host.
 
-// The bound on dᵀQd that support_meets_rect tests: 2·ln(255·o) with that margin (det = ac − b²).
+// The bound on dᵀQd that support_meets_rect_within tests: 2·ln(255·o) with that margin
+// (det = ac − b²).
 template <typename T>
 GSR_HOST_DEVICE T support_bound(T a, T c, T det, T level) {
   return T(2) * fma(level, T(1) + T(1e-4) + T(1e-6) * (a + c) * (a + c) / det, T(1e-4));
@@ -48,7 +49,8 @@ GSR_HOST_DEVICE bool support_rect_bound(T a, T b, T c, T level, T* bound) {
   return true;
 }
 
-// support_meets_rect with its bound given (support_rect_bound true).
+// Whether dᵀQd ≤ bound at some pixel centre of the rectangle (the bound: support_rect_bound's,
+// which is false where no pixel contributes).
 template <typename T>
 GSR_HOST_DEVICE bool support_meets_rect_within(T mx, T my, T a, T b, T c, T bound, int x0,
                                                int y0, int x1, int y1) {
@@ -68,14 +70,6 @@ GSR_HOST_DEVICE bool support_meets_rect_within(T mx, T my, T a, T b, T c, T boun
   return q <= bound;  // NaN inputs: false
 }
 
-template <typename T>
-GSR_HOST_DEVICE bool support_meets_rect(T mx, T my, T a, T b, T c, T level, int x0, int y0,
-                                        int x1, int y1) {
-  T bound;
-  return support_rect_bound(a, b, c, level, &bound) &&
-         support_meets_rect_within(mx, my, a, b, c, bound, x0, y0, x1, y1);
-}
-
 // A Gaussian's support for the tile test, computed once per frame: its mean and conic, ln(255·o)
 // and the pixels its α ≥ 1/255 region can reach (support_pixel_box).
 template <typename T>
@@ -93,11 +87,12 @@ GSR_HOST_DEVICE Support<T> make_support(T mx, T my, T a, T b, T c, T opacity) {
 
 // Whether some pixel of the rectangle [x0, x1] × [y0, y1] (a tile's pixels inside the image,
 // tile_pixels) can have α ≥ 1/255: its support box meets the rectangle and so does the ellipse.
+// bound: support_rect_bound's, computed once per Gaussian (−∞ where it is false: no pixel).
 template <typename T>
-GSR_HOST_DEVICE bool support_meets_tile(const Support<T>& s, const PixelBox& tile) {
-  return s.box.meets(tile.x0, tile.y0, tile.x1, tile.y1) &&
-         support_meets_rect<double>(s.mx, s.my, s.a, s.b, s.c, s.level, tile.x0, tile.y0,
-                                    tile.x1, tile.y1);
+GSR_HOST_DEVICE bool support_meets_tile(const Support<T>& s, double bound, const PixelBox& tile) {
+  return bound > -INFINITY && s.box.meets(tile.x0, tile.y0, tile.x1, tile.y1) &&
+         support_meets_rect_within<double>(s.mx, s.my, s.a, s.b, s.c, bound, tile.x0, tile.y0,
+                                           tile.x1, tile.y1);
 }
 
 // Binning's pairs of Gaussian i (both backends): the tiles [r[0], r[2]] × [r[1], r[3]] of its
@@ -119,13 +114,9 @@ GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const 
   double bound;
   if (!support_rect_bound<double>(s.a, s.b, s.c, s.level, &bound)) return 0;
   for (int ty = r[1]; ty <= r[3]; ++ty)
-    for (int tx = r[0]; tx <= r[2]; ++tx) {
-      const PixelBox t = tile_pixels(tx, ty, tile_size, width, height);
-      if (s.box.meets(t.x0, t.y0, t.x1, t.y1) &&
-          support_meets_rect_within<double>(s.mx, s.my, s.a, s.b, s.c, bound, t.x0, t.y0, t.x1,
-                                            t.y1))
+    for (int tx = r[0]; tx <= r[2]; ++tx)
+      if (support_meets_tile(s, bound, tile_pixels(tx, ty, tile_size, width, height)))
         f(tx, ty), ++n;
-    }
   return n;
 }
 
