@@ -1,7 +1,7 @@
 """The CPU outputs' huge-page blocks (csrc/cpu/host_alloc.cpp): a freed block is kept and serves
 the next output of its size (a render loop's outputs fault in no fresh page), within its bounds
 (cached ≤ 1 GB, live + cached ≤ peak live), and the bookkeeping holds under threads. Observed
-through an op whose output takes a block (sh_channels_fwd's [C, N, 4 + D], ≥ 32 MB) and
+through an op whose output takes a block (sh_channels_fwd's [C, N, 4 + D], ≥ 2 MB) and
 _C.host_blocks()."""
 from __future__ import annotations
 
@@ -86,3 +86,51 @@ def test_threads_allocate_and_free_concurrently():
     assert not errors
     s = _check_bounds()
     assert s["live"] == live  # every block the threads took was given back
+
+
+def test_gradient_blocks_from_one_huge_page_are_reused_and_rewritten():
+    """sh_channels_bwd's v_coeffs [N, 16, 3] (3 MB here, between one huge page and glibc's 32 MB
+    mmap threshold) comes from the cache: the next call of that size gets a freed block back
+    and writes every row of it (degree 1 leaves coefficients 4..15 at zero, the rows' zeroing)."""
+    N = 16_411  # 3.15 MB of float32 coefficients, a 4 MB block
+    g = torch.Generator().manual_seed(1)
+    means, campos = torch.randn(N, 3, generator=g), torch.tensor([[0.0, 0.0, -5.0]])
+    coeffs = torch.randn(N, 16, 3, generator=g)
+
+    def v_coeffs(degree, seed):
+        v = torch.randn(1, N, 4, generator=torch.Generator().manual_seed(seed))
+        return torch.ops.gsrender.sh_channels_bwd(degree, means, campos, coeffs, v)[2]
+
+    ref = v_coeffs(1, 2).clone()
+    a = v_coeffs(3, 3)  # coefficients 4..15 nonzero (but where the colour clamp passes nothing)
+    assert (a[:, 4:] != 0).sum() > a[:, 4:].numel() // 2
+    hits = _C.host_blocks()["hits"]
+    del a
+    b = v_coeffs(1, 2)  # a cached block: a's, or an older one of its size (it held data too)
+    assert _C.host_blocks()["hits"] == hits + 1
+    assert torch.equal(b, ref)  # whatever the block held is overwritten
+    _check_bounds()
+
+
+def test_raster_gradients_on_a_reused_block_start_from_zero():
+    """rasterize_bwd's per-Gaussian gradients ([C, N, 4 + D] here 3.3 MB) are zeroed blocks from
+    the cache: after a backward that filled one, a backward with zero upstream gradients gives
+    exactly zero, whatever the reused block held."""
+    import gsrender
+
+    N, D, size = 12_011, 64, 96
+    g = torch.Generator().manual_seed(5)
+    z = 4.0 + torch.rand(N, generator=g)
+    means = torch.stack([(torch.rand(N, generator=g) - 0.5) * z, (torch.rand(N, generator=g) - 0.5) * z, z], -1)
+    feats = torch.rand(N, D, generator=g).requires_grad_(True)
+    out = gsrender.rasterize(
+        means, torch.nn.functional.normalize(torch.randn(N, 4, generator=g), dim=-1),
+        torch.full((N, 3), 0.02), torch.full((N,), 0.5), torch.rand(N, 3, generator=g),
+        torch.eye(4)[None], torch.tensor([[[96.0, 0, 48], [0, 96.0, 48], [0, 0, 1]]]), size, size,
+        features=feats)
+    (full,) = torch.autograd.grad(out.features.sum(), feats, retain_graph=True)
+    assert (full != 0).sum() > N // 2
+    hits = _C.host_blocks()["hits"]
+    (none,) = torch.autograd.grad((out.features * 0).sum(), feats)
+    assert _C.host_blocks()["hits"] > hits  # the first backward's blocks came back
+    assert torch.equal(none, torch.zeros_like(none))

@@ -20,12 +20,15 @@ namespace gsrender {
 namespace {
 
 constexpr size_t kHugePage = size_t(2) << 20;
-// Below this a tensor keeps PyTorch's allocator: glibc serves blocks under its largest mmap
-// threshold (32 MB on 64-bit) from the heap once one of that size was freed, so a loop's
-// repeated allocations reuse touched memory and fault no page at all (measured: a 1M-Gaussian
-// forward's 4–16 MB arrays faulted more as fresh huge pages than on the heap). Larger blocks
-// are always a fresh mmap, faulted page by page and unmapped on free: those gain.
-constexpr size_t kHugeAllocMin = size_t(32) << 20;
+// Below one huge page a tensor keeps PyTorch's allocator. From it on, blocks come from the cache:
+// PyTorch's allocator cannot be relied on to reuse them. With THP_MEM_ALLOC_ENABLE=1 (what
+// `import gsrender` sets) it maps every tensor of 2 MB or more fresh, a huge-page fault each,
+// and without it glibc reuses heap blocks below its mmap threshold only once the threshold has
+// risen past their size, which depends on what the process freed before: the 1M forward's
+// project and sh stages ran 2.8x slower in a fresh process than after other renders. Measured
+// (docs/cpu.md, "Allocations of 2 MB and more"): sh_channels_bwd at 100k 17.6 -> 4.1 ms, no
+// page faults left; a D = 64 training step 313 / 265 -> 246 / 249 ms.
+constexpr size_t kHugeAllocMin = kHugePage;
 constexpr size_t kCacheMax = size_t(1) << 30;  // bytes of freed blocks kept at most
 
 // Freed huge-page blocks kept for the next allocation of (about) their size: each frame of a
@@ -150,6 +153,10 @@ at::Tensor empty_host(at::IntArrayRef sizes, const at::TensorOptions& opts) {
 
 at::Tensor empty_output(at::IntArrayRef sizes, const at::TensorOptions& opts) {
   return opts.device().is_cpu() ? empty_host(sizes, opts) : at::empty(sizes, opts);
+}
+
+at::Tensor zeros_output(at::IntArrayRef sizes, const at::TensorOptions& opts) {
+  return empty_output(sizes, opts).zero_();
 }
 
 HostBlockStats host_block_stats() { return block_cache().stats(); }

@@ -117,8 +117,8 @@ ProjectGradInputs prepare_project_grads(const at::Tensor& means, int64_t C, int6
 }
 
 ProjectGradOutputs zero_project_grads(int64_t C, int64_t N, const at::TensorOptions& opts) {
-  return {at::zeros({N, 3}, opts), at::zeros({N, 4}, opts), at::zeros({N, 3}, opts),
-          at::zeros({N}, opts), at::zeros({C, 4, 4}, opts)};
+  return {zeros_output({N, 3}, opts), zeros_output({N, 4}, opts), zeros_output({N, 3}, opts),
+          zeros_output({N}, opts), at::zeros({C, 4, 4}, opts)};
 }
 
 }  // namespace gsrender

@@ -82,11 +82,12 @@ struct TileEntry {
 };
 
 // The frame's RowGaussians, uninitialised until prepare_gaussians writes them, in an empty_host
-// block: 64-byte aligned (PyTorch's allocator; 2 MB aligned from 32 MB on), so at float each
+// block: 64-byte aligned (PyTorch's allocator; 2 MB aligned from 2 MB on), so at float each
 // Gaussian is one cache line of the tile set-up's random reads, not two (an unaligned one
-// straddles a line boundary); and from 32 MB (0.5 M Gaussians) on huge pages, so those reads
-// miss the TLB far less (1M Gaussians: 64 MB, 16 k pages of 4 KB) and its first touch faults 32
-// pages, not 16 k. (It was a std::vector, zero-filled by one thread before the parallel fill.)
+// straddles a line boundary); and from 2 MB (32k Gaussians) on huge pages, so those reads miss
+// the TLB far less (1M Gaussians: 64 MB, 16 k pages of 4 KB), its first touch faults 32 pages,
+// not 16 k, and the next frame's array reuses the block. (It was a std::vector, zero-filled by
+// one thread before the parallel fill.)
 static_assert(sizeof(RowGaussian<float>) == 64, "a float RowGaussian is one cache line");
 template <typename T>
 struct GaussianArray {

@@ -231,7 +231,7 @@ std::tuple<Tensor, Tensor, Tensor> sh_channels_bwd_cpu(int64_t degree, const Ten
   // Zeroed row by row by the block that owns it (0 for k >= (deg+1)^2), not in a pass of
   // their own over [N, K, 3] before the kernel.
   Tensor v_means = at::empty({N, 3}, means.options());
-  Tensor v_coeffs = at::empty({N, K, 3}, means.options());
+  Tensor v_coeffs = empty_host({N, K, 3}, means.options());
   Tensor v_campos = at::empty({C, 3}, means.options());
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "sh_channels_bwd_cpu", [&] {
     using T = scalar_t;

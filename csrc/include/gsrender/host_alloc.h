@@ -1,11 +1,11 @@
-// Host tensors of 32 MB or more backed by transparent huge pages (2 MB), for the CPU ops' large
-// outputs: the raster's [C, H, W, CH] image, the [C, N, 4 + D] channels, projection's and
-// binning's per-Gaussian arrays. A fresh allocation of that size is an mmap (glibc), so with
-// 4 KB pages every first touch page-faults and every free is an munmap of thousands of pages:
-// on this project's 2-core machine, 512² × 260 float32 channels (272 MB) took 120 ms to fill
-// and 40 ms to free with 4 KB pages, 37 ms and 2 ms with huge pages. PyTorch's own allocator
-// does this only under THP_MEM_ALLOC_ENABLE=1, read once when torch loads. Smaller tensors, and
-// kernels where the system has THP off ("never"), get ordinary pages: the same tensor either way.
+// Host tensors of 2 MB or more backed by transparent huge pages (2 MB) and, once freed, kept for
+// the next allocation of their size (host_alloc.cpp: BlockCache), for the CPU ops' large outputs
+// and gradients: the raster's [C, H, W, CH] image, the [C, N, 4 + D] channels, projection's and
+// binning's per-Gaussian arrays, the backwards' per-Gaussian gradients. A fresh allocation of
+// that size is an mmap, so every first touch page-faults and every free is an munmap: on this
+// project's 2-core machine, 512² × 260 float32 channels (272 MB) took 120 ms to fill and 40 ms to
+// free with 4 KB pages, 37 ms and 2 ms with huge pages, and a kept block faults nothing. Where
+// the system has THP off ("never") blocks get ordinary pages: the same tensor either way.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,10 +13,14 @@
 namespace gsrender {
 
 // at::empty(sizes, opts) for a CPU tensor (opts: its dtype; CPU device), its storage 2 MB
-// aligned and advised for huge pages when it holds at least 32 MB (smaller: PyTorch's allocator).
+// aligned and advised for huge pages when it holds at least 2 MB (smaller: PyTorch's allocator).
 at::Tensor empty_host(at::IntArrayRef sizes, const at::TensorOptions& opts);
 
 // at::empty on CUDA, empty_host on the CPU (for outputs shared by both backends).
 at::Tensor empty_output(at::IntArrayRef sizes, const at::TensorOptions& opts);
+
+// at::zeros through empty_output: a gradient buffer the backward accumulates into, zeroed in
+// pages a cached block has already faulted in.
+at::Tensor zeros_output(at::IntArrayRef sizes, const at::TensorOptions& opts);
 
 }  // namespace gsrender

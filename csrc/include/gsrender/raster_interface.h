@@ -255,8 +255,8 @@ inline RasterBwdTensors prepare_raster_bwd(const RasterInputs& in, const at::Ten
   const auto opts = in.means2d.options();
   return {render.contiguous(),      alphas.contiguous(),   last_ids.contiguous(),
           aux.contiguous(),         v_render.contiguous(), v_alphas.contiguous(),
-          at::zeros({C, N, 2}, opts), at::zeros({C, N, 3}, opts), at::zeros({C, N}, opts),
-          at::zeros({C, N, CH}, opts), at::zeros({C, N}, opts), at::zeros({C, CH}, opts)};
+          zeros_output({C, N, 2}, opts), zeros_output({C, N, 3}, opts), zeros_output({C, N}, opts),
+          zeros_output({C, N, CH}, opts), zeros_output({C, N}, opts), at::zeros({C, CH}, opts)};
 }
 
 }  // namespace gsrender
