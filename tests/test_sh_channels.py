@@ -131,6 +131,35 @@ def test_float32_degree3_lanes_bitwise_the_tensor_ops():
         assert torch.equal(got[..., 3:], torch.cat([depths[..., None], feats.expand(3, N, 2)], -1))
 
 
+@every_cpu_isa
+def test_float32_degree3_backward_lanes_bitwise_the_scalar_kernel():
+    """Degree 3 in float runs the backward 8 Gaussians per vector too (csrc/cpu/sh.cpp:
+    shifted_sh3_bwd_lanes), the rest one by one: both give the bits of the tensor path's scalar
+    kernel (sh_bwd's sh_eval_bwd under the clamp's mask, summed over cameras in camera order),
+    also at a zero direction, a negative colour, NaN, and rows wider than degree 3 (K = 25)."""
+    for N, C, K in ((45, 1, 16), (45, 3, 16), (8, 2, 25), (3, 1, 16)):
+        means, vm, coeffs, depths, _ = (x.float() for x in _case(6, 3, C=C, N=N, D=1))
+        coeffs = torch.cat([coeffs, torch.randn(N, K - 16, 3)], 1)
+        campos = _campos(vm.double()).float()
+        means[0] = campos[-1]  # a zero view direction in the last camera
+        coeffs[1, 5, 0] = float("nan")
+        v = torch.randn(C, N, 4, generator=torch.Generator().manual_seed(N + C))
+        v_means, v_campos, v_coeffs = OPS.sh_channels_bwd(3, means, campos, coeffs, v)
+        dirs = (means[None] - campos[:, None]).contiguous()
+        rgb = ops.sh(3, dirs, coeffs[:, :16]) + 0.5
+        v_rgb = torch.where(rgb >= 0, v[..., :3], torch.zeros(()))
+        v_dirs, want_coeffs = OPS.sh_bwd(3, dirs, coeffs[:, :16].contiguous(), v_rgb.contiguous())
+        assert torch.equal(v_coeffs[:, :16].nan_to_num(), want_coeffs.nan_to_num())
+        assert torch.equal(v_coeffs[:, :16].isnan(), want_coeffs.isnan())
+        assert torch.equal(v_coeffs[:, 16:], torch.zeros(N, K - 16, 3))
+        want_means = v_dirs[0].clone()
+        for c in range(1, C):  # float adds in camera order, as the kernel's
+            want_means += v_dirs[c]
+        assert torch.equal(v_means.nan_to_num(), want_means.nan_to_num())
+        torch.testing.assert_close(v_campos[~v_campos.isnan()],
+                                   -v_dirs.double().sum(1).float()[~v_campos.isnan()])
+
+
 def test_backward_independent_of_thread_count():
     means, vm, coeffs, depths, _ = _case(6, 3, C=3, N=3000, D=None, dtype=torch.float32)
     campos = _campos(vm.double()).float()

@@ -112,26 +112,78 @@ inline void transpose8(cpu::LaneF* r) {
 // sh_normalize_dir's operations (its lane-wise twin here), the shared sh_eval_unit on the 48
 // coefficients transposed to one vector each (6 blocks of 8 × 8 floats), + 0.5 — the scalar's
 // bits in every lane (tests/test_sh_channels.py checks them under every ISA copy).
-void shifted_sh3_lanes(const float* mean, const float* campos, const float* coeffs, int64_t row,
-                       cpu::LaneF* rgb) {
-  using cpu::LaneF;
-  constexpr int L = cpu::kLanes, KC = 3 * 16;
-  float in[3][L];  // each lane's view direction, one row of 8 per coordinate
-  for (int l = 0; l < L; ++l)
+constexpr int kSh3Floats = 3 * 16;  // a degree-3 coefficient row
+
+// The view directions of 8 Gaussians (means 3 floats apart) from campos, one vector per
+// coordinate: view_dir per lane.
+Vec3<cpu::LaneF> view_dir_lanes(const float* mean, const float* campos) {
+  float in[3][cpu::kLanes];  // each lane's view direction, one row of 8 per coordinate
+  for (int l = 0; l < cpu::kLanes; ++l)
     for (int j = 0; j < 3; ++j) in[j][l] = mean[3 * l + j] - campos[j];
-  Vec3<LaneF> d;
+  Vec3<cpu::LaneF> d;
   std::memcpy(&d.x.v, in[0], sizeof(cpu::f8));
   std::memcpy(&d.y.v, in[1], sizeof(cpu::f8));
   std::memcpy(&d.z.v, in[2], sizeof(cpu::f8));
+  return d;
+}
+
+// sh_normalize_dir's operations, lane-wise: 1 / max-floored length (floored: the lanes whose
+// length is not above 1e-12).
+cpu::LaneF inverse_norm_lanes(const Vec3<cpu::LaneF>& d, cpu::LaneM& floored) {
+  using cpu::LaneF;
   const LaneF len = gsr_sqrt(dot(d, d));
-  const LaneF inv_norm = LaneF(1.0f) / select(len > LaneF(1e-12), len, LaneF(1e-12));  // the floor
-  LaneF cf[KC];
-  for (int b = 0; b < KC; b += L) {
-    for (int l = 0; l < L; ++l) std::memcpy(&cf[b + l].v, coeffs + l * row + b, sizeof(cpu::f8));
+  floored = !(len > LaneF(1e-12));
+  return LaneF(1.0f) / select(floored, LaneF(1e-12), len);  // the floor
+}
+
+// 8 Gaussians' degree-3 coefficient rows (row floats apart) as 48 vectors, one per coefficient.
+void load_sh3_lanes(const float* coeffs, int64_t row, cpu::LaneF* cf) {
+  for (int b = 0; b < kSh3Floats; b += cpu::kLanes) {
+    for (int l = 0; l < cpu::kLanes; ++l)
+      std::memcpy(&cf[b + l].v, coeffs + l * row + b, sizeof(cpu::f8));
     transpose8(cf + b);
   }
+}
+
+void shifted_sh3_lanes(const float* mean, const float* campos, const float* coeffs, int64_t row,
+                       cpu::LaneF* rgb) {
+  using cpu::LaneF;
+  const Vec3<LaneF> d = view_dir_lanes(mean, campos);
+  cpu::LaneM floored;
+  const LaneF inv_norm = inverse_norm_lanes(d, floored);
+  LaneF cf[kSh3Floats];
+  load_sh3_lanes(coeffs, row, cf);
   sh_eval_unit(3, inv_norm * d, cf, rgb);
   for (int ch = 0; ch < 3; ++ch) rgb[ch] += LaneF(0.5f);
+}
+
+// One camera's share of sh_channels_bwd for 8 Gaussians in float at degree 3, one per lane:
+// shifted_sh3_lanes for the clamp's mask, then sh_eval_bwd's operations in its order (the shared
+// sh_basis / sh_basis_vjp on the lanes, the coefficient gradients added to v_cf, 48 vectors as
+// load_sh3_lanes lays them out, the floor a lane select) — the scalar's bits in every lane
+// (tests/test_sh_channels.py). v_rgb: the upstream colour gradient of each lane. Returns v_dir.
+Vec3<cpu::LaneF> shifted_sh3_bwd_lanes(const float* mean, const float* campos,
+                                       const cpu::LaneF* cf, const cpu::LaneF* v_color,
+                                       cpu::LaneF* v_cf) {
+  using cpu::LaneF;
+  const Vec3<LaneF> d = view_dir_lanes(mean, campos);
+  cpu::LaneM floored;
+  const LaneF inv_norm = inverse_norm_lanes(d, floored);
+  const Vec3<LaneF> n = inv_norm * d;
+  LaneF rgb[3], v_rgb[3];
+  sh_eval_unit(3, n, cf, rgb);
+  // the clamp's gradient passes where rgb + 0.5 >= 0 (torch's clamp_min: NaN passes none)
+  for (int ch = 0; ch < 3; ++ch) v_rgb[ch] = select(rgb[ch] + LaneF(0.5f) >= LaneF(0.0f), v_color[ch], LaneF(0.0f));
+  LaneF basis[kMaxShBases], v_basis[kMaxShBases];
+  sh_basis(3, n, basis);
+  for (int k = 0; k < kMaxShBases; ++k) {
+    v_basis[k] = cf[3 * k + 0] * v_rgb[0] + cf[3 * k + 1] * v_rgb[1] + cf[3 * k + 2] * v_rgb[2];
+    for (int ch = 0; ch < 3; ++ch) v_cf[3 * k + ch] += basis[k] * v_rgb[ch];
+  }
+  const Vec3<LaneF> v_n = sh_basis_vjp(3, n, v_basis);
+  const Vec3<LaneF> tangent = inv_norm * (v_n - dot(n, v_n) * n), radial = inv_norm * v_n;
+  return {select(floored, radial.x, tangent.x), select(floored, radial.y, tangent.y),
+          select(floored, radial.z, tangent.z)};
 }
 
 // shifted_sh of the next 8 Gaussians of one camera (left of them in the chunk and the camera)
@@ -211,6 +263,49 @@ Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& ca
   return out;
 }
 
+// sh_channels_bwd's work for the next 8 Gaussians (left of them in the block) with
+// shifted_sh3_bwd_lanes where it applies — float, degree 3, left ≥ 8 — over every camera in camera
+// order: their v_means and v_coeffs rows (row floats apart) written whole, −v_dir added to part
+// ([C, 3], Gaussian by Gaussian as the scalar loop does). v_channels: the first Gaussian's
+// upstream row of camera 0 (rows CH floats apart, cameras cam_stride apart). Returns 8, or 0
+// (the caller runs them one by one).
+template <typename T>
+int sh_channels_bwd_lanes(int deg, const T* mean, const T* campos, const T* coeffs, int64_t row,
+                          const T* v_channels, int64_t cam_stride, int64_t CH, int64_t C,
+                          int64_t left, T* v_means, T* v_coeffs, double* part) {
+  if constexpr (std::is_same_v<T, float>) {
+    using cpu::LaneF;
+    constexpr int L = cpu::kLanes;
+    if (deg != 3 || left < L) return 0;
+    LaneF cf[kSh3Floats], v_cf[kSh3Floats];
+    load_sh3_lanes(coeffs, row, cf);
+    for (LaneF& v : v_cf) v = LaneF(0.0f);
+    Vec3<LaneF> vm{LaneF(0.0f), LaneF(0.0f), LaneF(0.0f)};
+    for (int64_t c = 0; c < C; ++c) {
+      float in[3][L];  // each lane's upstream colour gradient, one row of 8 per channel
+      for (int l = 0; l < L; ++l)
+        for (int ch = 0; ch < 3; ++ch) in[ch][l] = v_channels[c * cam_stride + l * CH + ch];
+      LaneF v_color[3];
+      for (int ch = 0; ch < 3; ++ch) std::memcpy(&v_color[ch].v, in[ch], sizeof(cpu::f8));
+      const Vec3<LaneF> v_dir = shifted_sh3_bwd_lanes(mean, campos + 3 * c, cf, v_color, v_cf);
+      vm.x += v_dir.x, vm.y += v_dir.y, vm.z += v_dir.z;
+      for (int l = 0; l < L; ++l)
+        part[3 * c] -= v_dir.x[l], part[3 * c + 1] -= v_dir.y[l], part[3 * c + 2] -= v_dir.z[l];
+    }
+    for (int b = 0; b < kSh3Floats; b += L) {
+      transpose8(v_cf + b);  // back to one Gaussian's 8 coefficients per vector
+      for (int l = 0; l < L; ++l)
+        std::memcpy(v_coeffs + l * row + b, &v_cf[b + l].v, sizeof(cpu::f8));
+    }
+    for (int l = 0; l < L; ++l) {
+      std::fill(v_coeffs + l * row + kSh3Floats, v_coeffs + (l + 1) * row, 0.0f);  // K > 16
+      v_means[3 * l] = vm.x[l], v_means[3 * l + 1] = vm.y[l], v_means[3 * l + 2] = vm.z[l];
+    }
+    return L;
+  }
+  return 0;
+}
+
 // Gaussians per backward work item: fixed (not per thread) so v_campos's reduction order, and
 // hence the result, does not depend on the number of threads.
 constexpr int64_t kChannelsBwdBlock = 256;
@@ -252,6 +347,12 @@ std::tuple<Tensor, Tensor, Tensor> sh_channels_bwd_cpu(int64_t degree, const Ten
         double* part = partial.data() + blk * C * 3;
         for (int64_t n = blk * kChannelsBwdBlock, n_end = std::min(N, n + kChannelsBwdBlock);
              n < n_end; ++n) {
+          if (const int done = sh_channels_bwd_lanes(deg, mp + 3 * n, pp, cp + n * K * 3, K * 3,
+                                                     gp + n * CH, N * CH, CH, C, n_end - n,
+                                                     vm + 3 * n, vc + n * K * 3, part)) {
+            n += done - 1;
+            continue;
+          }
           std::fill(vm + 3 * n, vm + 3 * n + 3, T(0));
           std::fill(vc + n * K * 3, vc + (n + 1) * K * 3, T(0));
           for (int64_t c = 0; c < C; ++c) {
