@@ -280,6 +280,28 @@ def test_project_bwd_matches_autograd_of_reference(seed, antialiased):
     assert (got[4][:, 3] == 0).all()  # the viewmats' last row gets no gradient
 
 
+@every_cpu_isa
+@pytest.mark.parametrize("antialiased", [False, True])
+def test_project_bwd_float32_lanes_bitwise_one_by_one(antialiased):
+    """float32 runs the backward 8 Gaussians per vector too (csrc/cpu/projection.cpp:
+    project_bwd_lanes), the rest one by one: the scene at once (5 blocks of 8 and a tail of 5)
+    gives each Gaussian's gradients bit for bit as its backward alone (the scalar code) — culled
+    in some cameras or all, the clamped Jacobian — and v_viewmats their sum."""
+    scene = [t.float() for t in make_scene(4, N=45, C=2)]
+    radii = project_op(scene, antialiased)[0]
+    assert (radii[0, :40] == 0).all(-1).any() and (radii[0, :40] > 0).all(-1).any()
+    v_outs = _random_out_grads(project_op(scene, antialiased)[1:], torch.Generator().manual_seed(3))
+    whole = OPS.project_bwd(*scene, W, H, EPS2D, antialiased, radii, *v_outs)
+    v_view = torch.zeros(2, 4, 4, dtype=torch.float64)
+    for n in range(45):
+        one = OPS.project_bwd(*[t[n:n + 1] for t in scene[:4]], *scene[4:], W, H, EPS2D,
+                              antialiased, radii[:, n:n + 1], *(v[:, n:n + 1] for v in v_outs))
+        for a, b in zip(whole[:4], one[:4]):
+            assert torch.equal(a[n:n + 1], b), n
+        v_view += one[4].double()
+    torch.testing.assert_close(whole[4].double(), v_view, rtol=1e-5, atol=1e-5)
+
+
 def test_project_bwd_culled_get_zero_gradient():
     scene = make_scene(6, N=200)
     radii = project_op(scene, True)[0]

@@ -49,6 +49,7 @@ GSR_LANE LaneF select(LaneM m, LaneF a, LaneF b) { return m.m ? a.v : b.v; }
 
 // math.h's scalar helpers, lane by lane (the scalar library call per lane where there is no
 // vector instruction with its exact result)
+GSR_LANE LaneF gsr_select(LaneM m, LaneF a, LaneF b) { return select(m, a, b); }
 GSR_LANE LaneF gsr_min(LaneF a, LaneF b) { return select(a < b, a, b); }
 GSR_LANE LaneF gsr_max(LaneF a, LaneF b) { return select(a > b, a, b); }
 GSR_LANE LaneF gsr_sqrt(LaneF a) {

@@ -35,12 +35,9 @@ struct LaneOut {
 // order, each of its culling tests is a lane mask, and culled lanes are written as
 // projected_culled's zeros — the scalar's bits in every lane (tests/test_project_sh.py checks
 // them under every ISA copy). The logf of the radius factor runs per lane.
-void project_lanes(const float* mp, const float* qp, const float* sp, const float* op,
-                   const Camera<float>& c1, float eps2d, float near_plane, float far_plane,
-                   float radius_clip, bool antialiased, const LaneOut& out) {
+// One camera in every lane.
+Camera<cpu::LaneF> camera_lanes(const Camera<float>& c1) {
   using cpu::LaneF;
-  using cpu::LaneM;
-  constexpr int L = cpu::kLanes;
   Camera<LaneF> cam;
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j) cam.R.m[i][j] = LaneF(c1.R.m[i][j]);
@@ -49,18 +46,44 @@ void project_lanes(const float* mp, const float* qp, const float* sp, const floa
   cam.width = LaneF(c1.width), cam.height = LaneF(c1.height);
   cam.lim_x_pos = LaneF(c1.lim_x_pos), cam.lim_x_neg = LaneF(c1.lim_x_neg);
   cam.lim_y_pos = LaneF(c1.lim_y_pos), cam.lim_y_neg = LaneF(c1.lim_y_neg);
-  // the 11 inputs of each lane's Gaussian, one row of 8 per input
-  float in[11][L];
-  for (int l = 0; l < L; ++l) {
-    for (int j = 0; j < 3; ++j) in[j][l] = mp[3 * l + j], in[3 + j][l] = sp[3 * l + j];
-    for (int j = 0; j < 4; ++j) in[6 + j][l] = qp[4 * l + j];
-    in[10][l] = op[l];
+  return cam;
+}
+
+// R rows of 8 lanes from 8 records `stride` floats apart, r-th field of record l in lane l of
+// row r: one vector per field.
+template <int R>
+void load_lanes(const float* first, int stride, cpu::LaneF* rows) {
+  float in[R][cpu::kLanes];
+  for (int l = 0; l < cpu::kLanes; ++l)
+    for (int r = 0; r < R; ++r) in[r][l] = first[l * stride + r];
+  for (int r = 0; r < R; ++r) std::memcpy(&rows[r].v, in[r], sizeof(cpu::f8));
+}
+
+// The parameters of 8 consecutive Gaussians, one per lane.
+struct GaussianLanes {
+  Vec3<cpu::LaneF> mean, scale;
+  Vec4<cpu::LaneF> quat;
+  cpu::LaneF opacity;
+  GaussianLanes(const float* mp, const float* qp, const float* sp, const float* op) {
+    cpu::LaneF m[3], s[3], q[4], o[1];
+    load_lanes<3>(mp, 3, m), load_lanes<3>(sp, 3, s), load_lanes<4>(qp, 4, q), load_lanes<1>(op, 1, o);
+    mean = {m[0], m[1], m[2]}, scale = {s[0], s[1], s[2]}, quat = {q[0], q[1], q[2], q[3]};
+    opacity = o[0];
   }
-  LaneF v[11];
-  for (int j = 0; j < 11; ++j) std::memcpy(&v[j].v, in[j], sizeof(cpu::f8));
-  const Vec3<LaneF> mean{v[0], v[1], v[2]}, scale{v[3], v[4], v[5]};
-  const Vec4<LaneF> quat{v[6], v[7], v[8], v[9]};
-  const LaneF opacity = v[10];
+};
+
+void project_lanes(const float* mp, const float* qp, const float* sp, const float* op,
+                   const Camera<float>& c1, float eps2d, float near_plane, float far_plane,
+                   float radius_clip, bool antialiased, const LaneOut& out) {
+  using cpu::LaneF;
+  using cpu::LaneM;
+  constexpr int L = cpu::kLanes;
+  const Camera<LaneF> cam = camera_lanes(c1);
+  const GaussianLanes gl(mp, qp, sp, op);
+  const Vec3<LaneF>& mean = gl.mean;
+  const Vec3<LaneF>& scale = gl.scale;
+  const Vec4<LaneF>& quat = gl.quat;
+  const LaneF opacity = gl.opacity;
   const Vec3<LaneF> p = cam.R * mean + cam.t;
   LaneM vis = (p.z >= LaneF(near_plane)) & (p.z <= LaneF(far_plane));
   const Mat3<LaneF> M = scale_columns(quat_to_rotmat(normalize_quat(quat)), scale);
@@ -112,6 +135,70 @@ bool project_lanes_if(int64_t left, const T* mp, const T* qp, const T* sp, const
     return true;
   }
   return false;
+}
+
+// project_bwd's arrays for one call: the inputs of the backward and the gradients it adds to.
+template <typename T>
+struct ProjectBwdIO {
+  const T *mp, *qp, *sp, *op;               // [N, 3], [N, 4], [N, 3], [N]
+  const int32_t* radii;                     // [C, N, 2]
+  const T *v_m2, *v_d, *v_con, *v_o2;       // [C, N, 2], [C, N], [C, N, 3], [C, N]
+  T *g_means, *g_quats, *g_scales, *g_opac;  // [N, 3], [N, 4], [N, 3], [N], zeroed
+};
+
+// project_gaussian_bwd for 8 consecutive Gaussians n .. n + 7 in float, one per lane (the shared
+// projection.h templates on cpu::LaneF), over every camera in camera order: each lane adds its
+// visible cameras' gradients in the scalar loop's order (culled: nothing, not a zero) and
+// part ([C, 12], double) gets each Gaussian's v_viewmat rows Gaussian by Gaussian — the
+// scalar's bits (tests/test_project_sh.py, every ISA copy). Returns 8, or 0 (not float, or
+// fewer than 8 left: the caller runs them one by one).
+template <typename T>
+int project_bwd_lanes(const ProjectBwdIO<T>& io, int64_t n, int64_t left, int64_t C, int64_t N,
+                      const Camera<T>* cams, T eps2d, bool antialiased, double* part) {
+  if constexpr (std::is_same_v<T, float>) {
+    using cpu::LaneF;
+    constexpr int L = cpu::kLanes;
+    if (left < L) return 0;
+    const GaussianLanes gl(io.mp + 3 * n, io.qp + 4 * n, io.sp + 3 * n, io.op + n);
+    LaneF acc[11];  // v_mean, v_quat (w, x, y, z), v_scale, v_opacity of each lane
+    for (LaneF& a : acc) a = LaneF(0.0f);
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t idx = c * N + n;
+      cpu::LaneM vis;
+      bool any = false;
+      for (int l = 0; l < L; ++l) {
+        const bool v = !(io.radii[2 * (idx + l)] <= 0 && io.radii[2 * (idx + l) + 1] <= 0);
+        vis.m[l] = v ? -1 : 0, any |= v;
+      }
+      if (!any) continue;
+      LaneF m2[2], d[1], con[3], o2[1];
+      load_lanes<2>(io.v_m2 + 2 * idx, 2, m2), load_lanes<1>(io.v_d + idx, 1, d);
+      load_lanes<3>(io.v_con + 3 * idx, 3, con), load_lanes<1>(io.v_o2 + idx, 1, o2);
+      const ProjectGrads<LaneF> g = project_gaussian_bwd(
+          gl.mean, gl.quat, gl.scale, gl.opacity, camera_lanes(cams[c]), LaneF(eps2d),
+          antialiased, Vec2<LaneF>{m2[0], m2[1]}, d[0], Sym2<LaneF>{con[0], con[1], con[2]}, o2[0]);
+      const LaneF v[11] = {g.v_mean.x,  g.v_mean.y,  g.v_mean.z,  g.v_quat.w,
+                           g.v_quat.x,  g.v_quat.y,  g.v_quat.z,  g.v_scale.x,
+                           g.v_scale.y, g.v_scale.z, g.v_opacity};
+      for (int k = 0; k < 11; ++k) acc[k] = select(vis, acc[k] + v[k], acc[k]);
+      double* pc = part + 12 * c;
+      for (int l = 0; l < L; ++l) {
+        if (!vis.m[l]) continue;
+        for (int i = 0; i < 3; ++i) {
+          for (int j = 0; j < 3; ++j) pc[4 * i + j] += g.v_R.m[i][j][l];
+          pc[4 * i + 3] += (i == 0 ? g.v_t.x : i == 1 ? g.v_t.y : g.v_t.z)[l];
+        }
+      }
+    }
+    for (int l = 0; l < L; ++l) {
+      const int64_t i = n + l;
+      for (int k = 0; k < 3; ++k) io.g_means[3 * i + k] = acc[k][l], io.g_scales[3 * i + k] = acc[7 + k][l];
+      for (int k = 0; k < 4; ++k) io.g_quats[4 * i + k] = acc[3 + k][l];
+      io.g_opac[i] = acc[10][l];
+    }
+    return L;
+  }
+  return 0;
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
@@ -206,22 +293,30 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cpu(
     // accumulated in double and summed over blocks in a fixed order afterwards.
     const int64_t num_blocks = (N + kBwdBlock - 1) / kBwdBlock;
     std::vector<double> partial(static_cast<size_t>(num_blocks * C * 12), 0.0);
+    std::vector<Camera<T>> cams;
+    for (int64_t c = 0; c < C; ++c)
+      cams.push_back(load_camera(vp + 16 * c, kp + 9 * c, static_cast<int>(width),
+                                 static_cast<int>(height)));
+    const ProjectBwdIO<T> io{mp, qp, sp, op, rp, vm2, vd, vc, vo2, g_means, g_quats, g_scales, g_opac};
 
     cpu::parallel_for(0, num_blocks, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
         double* part = partial.data() + blk * C * 12;
         const int64_t n_end = std::min(N, (blk + 1) * kBwdBlock);
         for (int64_t n = blk * kBwdBlock; n < n_end; ++n) {
+          if (const int done = project_bwd_lanes(io, n, n_end - n, C, N, cams.data(), T(eps2d),
+                                                 antialiased, part)) {
+            n += done - 1;
+            continue;
+          }
           const Vec3<T> mean = load_vec3(mp + 3 * n);
           const Vec4<T> quat = {qp[4 * n], qp[4 * n + 1], qp[4 * n + 2], qp[4 * n + 3]};
           const Vec3<T> scale = load_vec3(sp + 3 * n);
           for (int64_t c = 0; c < C; ++c) {
             const int64_t idx = c * N + n;
             if (rp[2 * idx] <= 0 && rp[2 * idx + 1] <= 0) continue;  // culled: zero gradient
-            const Camera<T> cam = load_camera(vp + 16 * c, kp + 9 * c, static_cast<int>(width),
-                                              static_cast<int>(height));
             const ProjectGrads<T> g = project_gaussian_bwd(
-                mean, quat, scale, op[n], cam, T(eps2d), antialiased,
+                mean, quat, scale, op[n], cams[c], T(eps2d), antialiased,
                 Vec2<T>{vm2[2 * idx], vm2[2 * idx + 1]}, vd[idx],
                 Sym2<T>{vc[3 * idx], vc[3 * idx + 1], vc[3 * idx + 2]}, vo2[idx]);
             g_means[3 * n] += g.v_mean.x;

@@ -147,4 +147,11 @@ GSR_HOST_DEVICE T gsr_max(T a, T b) {
   return a > b ? a : b;
 }
 
+// m ? a : b, as an expression: the shared templates take both sides and select, so the CPU's
+// lane types (cpu::LaneF, whose comparisons give a lane mask) run them too.
+template <typename T>
+GSR_HOST_DEVICE T gsr_select(bool m, T a, T b) {
+  return m ? a : b;
+}
+
 }  // namespace gsrender

@@ -247,7 +247,7 @@ GSR_HOST_DEVICE void project_cov_vjp(const EwaJacobian<T>& J, const Mat3<T>& S, 
 }
 
 // Gradient of the EWA Jacobian entries w.r.t. the camera-space mean. A clamped tx = z·lim makes
-// j02 = −fx·lim/z independent of x.
+// j02 = −fx·lim/z independent of x. (Selects, not branches: the CPU runs it on lane types.)
 template <typename T>
 GSR_HOST_DEVICE Vec3<T> ewa_jacobian_vjp(const Vec3<T>& p, const Camera<T>& cam,
                                          const EwaJacobian<T>& J, const JacobianGrad<T>& v_J) {
@@ -256,18 +256,12 @@ GSR_HOST_DEVICE Vec3<T> ewa_jacobian_vjp(const Vec3<T>& p, const Camera<T>& cam,
   const T rz3 = rz2 * rz;
   Vec3<T> v_p = {T(0), T(0), T(0)};
   v_p.z -= (cam.fx * v_J.j00 + cam.fy * v_J.j11) * rz2;
-  if (J.clamped_x) {
-    v_p.z += cam.fx * J.tx * rz3 * v_J.j02;
-  } else {
-    v_p.x -= cam.fx * rz2 * v_J.j02;
-    v_p.z += T(2) * cam.fx * J.tx * rz3 * v_J.j02;
-  }
-  if (J.clamped_y) {
-    v_p.z += cam.fy * J.ty * rz3 * v_J.j12;
-  } else {
-    v_p.y -= cam.fy * rz2 * v_J.j12;
-    v_p.z += T(2) * cam.fy * J.ty * rz3 * v_J.j12;
-  }
+  v_p.x -= gsr_select(J.clamped_x, T(0), cam.fx * rz2 * v_J.j02);
+  v_p.z += gsr_select(J.clamped_x, cam.fx * J.tx * rz3 * v_J.j02,
+                      T(2) * cam.fx * J.tx * rz3 * v_J.j02);
+  v_p.y -= gsr_select(J.clamped_y, T(0), cam.fy * rz2 * v_J.j12);
+  v_p.z += gsr_select(J.clamped_y, cam.fy * J.ty * rz3 * v_J.j12,
+                      T(2) * cam.fy * J.ty * rz3 * v_J.j12);
   return v_p;
 }
 
@@ -340,15 +334,15 @@ GSR_HOST_DEVICE ProjectGrads<T> project_gaussian_bwd(const Vec3<T>& mean, const 
     const T ratio = gsr_max(T(0), det_orig / det);
     const T comp = gsr_sqrt(ratio);
     g.v_opacity = v_opacity2d * comp;
-    if (comp > T(0)) {
-      const T v_ratio = v_opacity2d * opacity * T(0.5) / comp;
-      const T v_det_orig = v_ratio * inv_det;
-      const T v_det = -v_ratio * ratio * inv_det;
-      // det_orig = a0 c0 − b², det = (a0+eps)(c0+eps) − b²; both depend on (a0, b, c0).
-      v_cov.a += v_det_orig * cov0.c + v_det * cov.c;
-      v_cov.c += v_det_orig * cov0.a + v_det * cov.a;
-      v_cov.b -= T(2) * cov.b * (v_det_orig + v_det);
-    }
+    // only where comp > 0 (at 0 its derivative is unbounded: no gradient to the covariance)
+    const auto live = comp > T(0);
+    const T v_ratio = v_opacity2d * opacity * T(0.5) / comp;
+    const T v_det_orig = v_ratio * inv_det;
+    const T v_det = -v_ratio * ratio * inv_det;
+    // det_orig = a0 c0 − b², det = (a0+eps)(c0+eps) − b²; both depend on (a0, b, c0).
+    v_cov.a = gsr_select(live, v_cov.a + (v_det_orig * cov0.c + v_det * cov.c), v_cov.a);
+    v_cov.c = gsr_select(live, v_cov.c + (v_det_orig * cov0.a + v_det * cov.a), v_cov.c);
+    v_cov.b = gsr_select(live, v_cov.b - T(2) * cov.b * (v_det_orig + v_det), v_cov.b);
   } else {
     g.v_opacity = v_opacity2d;
   }
