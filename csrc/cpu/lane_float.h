@@ -8,6 +8,8 @@
 // the same expression across lanes would round differently), each lane gives the scalar's bits.
 #pragma once
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "simd.h"
 
@@ -65,6 +67,16 @@ GSR_LANE LaneF gsr_log(LaneF a) {
   return a;
 }
 GSR_LANE LaneF gsr_rounded(LaneF a) { return __builtin_assoc_barrier(a.v); }  // (common.h)
+
+// R vectors from 8 records `stride` floats apart: field r of record l in lane l of rows[r] (the
+// per-Gaussian kernels' inputs, one vector per field).
+template <int R>
+GSR_LANE void load_lanes(const float* first, int64_t stride, LaneF* rows) {
+  float in[R][kLanes];
+  for (int l = 0; l < kLanes; ++l)
+    for (int r = 0; r < R; ++r) in[r][l] = first[l * stride + r];
+  for (int r = 0; r < R; ++r) std::memcpy(&rows[r].v, in[r], sizeof(f8));
+}
 #undef GSR_LANE
 
 }  // namespace cpu

@@ -30,11 +30,6 @@ struct LaneOut {
   int32_t* radii;
   float *m2, *d, *con, *o2;
 };
-// project_gaussian for 8 consecutive Gaussians of one camera in float, one per lane (cpu::LaneF,
-// the shared projection.h templates on it): every lane runs project_gaussian's operations in its
-// order, each of its culling tests is a lane mask, and culled lanes are written as
-// projected_culled's zeros — the scalar's bits in every lane (tests/test_project_sh.py checks
-// them under every ISA copy). The logf of the radius factor runs per lane.
 // One camera in every lane.
 Camera<cpu::LaneF> camera_lanes(const Camera<float>& c1) {
   using cpu::LaneF;
@@ -49,16 +44,6 @@ Camera<cpu::LaneF> camera_lanes(const Camera<float>& c1) {
   return cam;
 }
 
-// R rows of 8 lanes from 8 records `stride` floats apart, r-th field of record l in lane l of
-// row r: one vector per field.
-template <int R>
-void load_lanes(const float* first, int stride, cpu::LaneF* rows) {
-  float in[R][cpu::kLanes];
-  for (int l = 0; l < cpu::kLanes; ++l)
-    for (int r = 0; r < R; ++r) in[r][l] = first[l * stride + r];
-  for (int r = 0; r < R; ++r) std::memcpy(&rows[r].v, in[r], sizeof(cpu::f8));
-}
-
 // The parameters of 8 consecutive Gaussians, one per lane.
 struct GaussianLanes {
   Vec3<cpu::LaneF> mean, scale;
@@ -66,12 +51,17 @@ struct GaussianLanes {
   cpu::LaneF opacity;
   GaussianLanes(const float* mp, const float* qp, const float* sp, const float* op) {
     cpu::LaneF m[3], s[3], q[4], o[1];
-    load_lanes<3>(mp, 3, m), load_lanes<3>(sp, 3, s), load_lanes<4>(qp, 4, q), load_lanes<1>(op, 1, o);
+    cpu::load_lanes<3>(mp, 3, m), cpu::load_lanes<3>(sp, 3, s), cpu::load_lanes<4>(qp, 4, q), cpu::load_lanes<1>(op, 1, o);
     mean = {m[0], m[1], m[2]}, scale = {s[0], s[1], s[2]}, quat = {q[0], q[1], q[2], q[3]};
     opacity = o[0];
   }
 };
 
+// project_gaussian for 8 consecutive Gaussians of one camera in float, one per lane (cpu::LaneF,
+// the shared projection.h templates on it): every lane runs project_gaussian's operations in its
+// order, each of its culling tests is a lane mask, and culled lanes are written as
+// projected_culled's zeros — the scalar's bits in every lane (tests/test_project_sh.py checks
+// them under every ISA copy). The logf of the radius factor runs per lane.
 void project_lanes(const float* mp, const float* qp, const float* sp, const float* op,
                    const Camera<float>& c1, float eps2d, float near_plane, float far_plane,
                    float radius_clip, bool antialiased, const LaneOut& out) {
@@ -172,8 +162,8 @@ int project_bwd_lanes(const ProjectBwdIO<T>& io, int64_t n, int64_t left, int64_
       }
       if (!any) continue;
       LaneF m2[2], d[1], con[3], o2[1];
-      load_lanes<2>(io.v_m2 + 2 * idx, 2, m2), load_lanes<1>(io.v_d + idx, 1, d);
-      load_lanes<3>(io.v_con + 3 * idx, 3, con), load_lanes<1>(io.v_o2 + idx, 1, o2);
+      cpu::load_lanes<2>(io.v_m2 + 2 * idx, 2, m2), cpu::load_lanes<1>(io.v_d + idx, 1, d);
+      cpu::load_lanes<3>(io.v_con + 3 * idx, 3, con), cpu::load_lanes<1>(io.v_o2 + idx, 1, o2);
       const ProjectGrads<LaneF> g = project_gaussian_bwd(
           gl.mean, gl.quat, gl.scale, gl.opacity, camera_lanes(cams[c]), LaneF(eps2d),
           antialiased, Vec2<LaneF>{m2[0], m2[1]}, d[0], Sym2<LaneF>{con[0], con[1], con[2]}, o2[0]);
@@ -182,11 +172,12 @@ int project_bwd_lanes(const ProjectBwdIO<T>& io, int64_t n, int64_t left, int64_
                            g.v_scale.y, g.v_scale.z, g.v_opacity};
       for (int k = 0; k < 11; ++k) acc[k] = select(vis, acc[k] + v[k], acc[k]);
       double* pc = part + 12 * c;
+      const LaneF vt[3] = {g.v_t.x, g.v_t.y, g.v_t.z};
       for (int l = 0; l < L; ++l) {
         if (!vis.m[l]) continue;
         for (int i = 0; i < 3; ++i) {
           for (int j = 0; j < 3; ++j) pc[4 * i + j] += g.v_R.m[i][j][l];
-          pc[4 * i + 3] += (i == 0 ? g.v_t.x : i == 1 ? g.v_t.y : g.v_t.z)[l];
+          pc[4 * i + 3] += vt[i][l];
         }
       }
     }

@@ -107,24 +107,15 @@ inline void transpose8(cpu::LaneF* r) {
   }
 }
 
-// shifted_sh at degree 3 in float for 8 Gaussians of one camera, one per lane (cpu::LaneF),
-// whose means and [K, 3] coefficient rows (row floats apart) start at mean and coeffs: view_dir,
-// sh_normalize_dir's operations (its lane-wise twin here), the shared sh_eval_unit on the 48
-// coefficients transposed to one vector each (6 blocks of 8 × 8 floats), + 0.5 — the scalar's
-// bits in every lane (tests/test_sh_channels.py checks them under every ISA copy).
 constexpr int kSh3Floats = 3 * 16;  // a degree-3 coefficient row
 
 // The view directions of 8 Gaussians (means 3 floats apart) from campos, one vector per
 // coordinate: view_dir per lane.
 Vec3<cpu::LaneF> view_dir_lanes(const float* mean, const float* campos) {
-  float in[3][cpu::kLanes];  // each lane's view direction, one row of 8 per coordinate
-  for (int l = 0; l < cpu::kLanes; ++l)
-    for (int j = 0; j < 3; ++j) in[j][l] = mean[3 * l + j] - campos[j];
-  Vec3<cpu::LaneF> d;
-  std::memcpy(&d.x.v, in[0], sizeof(cpu::f8));
-  std::memcpy(&d.y.v, in[1], sizeof(cpu::f8));
-  std::memcpy(&d.z.v, in[2], sizeof(cpu::f8));
-  return d;
+  using cpu::LaneF;
+  LaneF m[3];
+  cpu::load_lanes<3>(mean, 3, m);
+  return {m[0] - LaneF(campos[0]), m[1] - LaneF(campos[1]), m[2] - LaneF(campos[2])};
 }
 
 // sh_normalize_dir's operations, lane-wise: 1 / max-floored length (floored: the lanes whose
@@ -145,6 +136,11 @@ void load_sh3_lanes(const float* coeffs, int64_t row, cpu::LaneF* cf) {
   }
 }
 
+// shifted_sh at degree 3 in float for 8 Gaussians of one camera, one per lane (cpu::LaneF),
+// whose means and [K, 3] coefficient rows (row floats apart) start at mean and coeffs: view_dir,
+// sh_normalize_dir's operations (its lane-wise twin here), the shared sh_eval_unit on the 48
+// coefficients transposed to one vector each (6 blocks of 8 × 8 floats), + 0.5 — the scalar's
+// bits in every lane (tests/test_sh_channels.py checks them under every ISA copy).
 void shifted_sh3_lanes(const float* mean, const float* campos, const float* coeffs, int64_t row,
                        cpu::LaneF* rgb) {
   using cpu::LaneF;
@@ -282,11 +278,8 @@ int sh_channels_bwd_lanes(int deg, const T* mean, const T* campos, const T* coef
     for (LaneF& v : v_cf) v = LaneF(0.0f);
     Vec3<LaneF> vm{LaneF(0.0f), LaneF(0.0f), LaneF(0.0f)};
     for (int64_t c = 0; c < C; ++c) {
-      float in[3][L];  // each lane's upstream colour gradient, one row of 8 per channel
-      for (int l = 0; l < L; ++l)
-        for (int ch = 0; ch < 3; ++ch) in[ch][l] = v_channels[c * cam_stride + l * CH + ch];
-      LaneF v_color[3];
-      for (int ch = 0; ch < 3; ++ch) std::memcpy(&v_color[ch].v, in[ch], sizeof(cpu::f8));
+      LaneF v_color[3];  // each lane's upstream colour gradient
+      cpu::load_lanes<3>(v_channels + c * cam_stride, CH, v_color);
       const Vec3<LaneF> v_dir = shifted_sh3_bwd_lanes(mean, campos + 3 * c, cf, v_color, v_cf);
       vm.x += v_dir.x, vm.y += v_dir.y, vm.z += v_dir.z;
       for (int l = 0; l < L; ++l)
