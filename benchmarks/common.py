@@ -160,7 +160,7 @@ def environment(config: str, mode: str) -> dict:
     return {"config": config, "mode": mode, "cpu": cpu, "threads": torch.get_num_threads(),
             "torch": torch.__version__, "gsrender": gsrender.__version__, "python": platform.python_version(),
             "time": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg_start": _loadavg(),
-            **{k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE")}}
+            **{k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE", "GSRENDER_HOST_CACHE")}}
 
 
 def _loadavg() -> list[float] | None:

@@ -46,9 +46,14 @@ PyObject* py_set_cpu_isa(PyObject*, PyObject* arg) {
 // The CPU outputs' huge-page blocks (cpu/host_blocks.h), for tests and benchmarks.
 PyObject* py_host_blocks(PyObject*, PyObject*) {
   const gsrender::HostBlockStats s = gsrender::host_block_stats();
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n}", "live", Py_ssize_t(s.live), "cached",
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n}", "live", Py_ssize_t(s.live), "cached",
                        Py_ssize_t(s.cached), "peak", Py_ssize_t(s.peak), "hits",
-                       Py_ssize_t(s.hits), "blocks", Py_ssize_t(s.blocks));
+                       Py_ssize_t(s.hits), "fresh", Py_ssize_t(s.fresh), "blocks",
+                       Py_ssize_t(s.blocks));
+}
+
+PyObject* py_install_host_allocator(PyObject*, PyObject*) {
+  return PyBool_FromLong(gsrender::install_host_allocator());
 }
 
 // The rendering contract's thresholds (gsrender/common.h): Python's float64 reference and the
@@ -147,7 +152,10 @@ PyMethodDef methods[] = {
      "set_call_validation(v: int) -> int: set this thread's override, return the previous one"},
     {"host_blocks", py_host_blocks, METH_NOARGS,
      "host_blocks() -> dict: the CPU outputs' huge-page blocks: live, cached, peak bytes, hits, "
-     "blocks (cached)"},
+     "fresh, blocks (cached)"},
+    {"install_host_allocator", py_install_host_allocator, METH_NOARGS,
+     "install_host_allocator() -> bool: every CPU tensor of 2 MB or more from the huge-page block "
+     "cache (cpu/host_blocks.h); False if PyTorch kept another allocator"},
     {"cpu_isa", py_cpu_isa, METH_NOARGS, "cpu_isa() -> str: the ISA the CPU kernels run now"},
     {"cpu_isas", py_cpu_isas, METH_NOARGS,
      "cpu_isas() -> list[str]: the ISAs this CPU runs, best first"},

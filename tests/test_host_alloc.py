@@ -1,8 +1,9 @@
-"""The CPU outputs' huge-page blocks (csrc/cpu/host_alloc.cpp): a freed block is kept and serves
-the next output of its size (a render loop's outputs fault in no fresh page), within its bounds
-(cached ≤ 1 GB, live + cached ≤ peak live), and the bookkeeping holds under threads. Observed
-through an op whose output takes a block (sh_channels_fwd's [C, N, 4 + D], ≥ 2 MB) and
-_C.host_blocks()."""
+"""The CPU tensors' block cache (csrc/cpu/host_alloc.cpp): a freed block is kept and serves the
+next tensor of its size (a render loop's tensors fault in no fresh page), within its bounds
+(cached ≤ 1 GB, live + cached ≤ 1.5 × peak live), and the bookkeeping holds under threads and
+across a fork. `import gsrender` makes it PyTorch's CPU allocator from 128 KB on. Observed
+through an op whose output takes a block (sh_channels_fwd's [C, N, 4 + D], ≥ 2 MB), PyTorch's
+own tensors, and _C.host_blocks()."""
 from __future__ import annotations
 
 import threading
@@ -30,7 +31,7 @@ def _channels(inputs):
 
 def _check_bounds():
     s = _C.host_blocks()
-    assert s["cached"] <= GB and s["live"] + s["cached"] <= s["peak"], s
+    assert s["cached"] <= GB and s["live"] + s["cached"] <= s["peak"] + s["peak"] // 2, s
     return s
 
 
@@ -56,7 +57,7 @@ def test_bounds_when_a_larger_output_follows():
         _check_bounds()
         del x
         _check_bounds()
-        y = _channels(large)  # not served by the small block: live + cached must stay ≤ peak
+        y = _channels(large)  # not served by the small block: live + cached must stay ≤ 1.5 peak
         _check_bounds()
         del y
         _check_bounds()
@@ -107,7 +108,7 @@ def test_gradient_blocks_from_one_huge_page_are_reused_and_rewritten():
     hits = _C.host_blocks()["hits"]
     del a
     b = v_coeffs(1, 2)  # a cached block: a's, or an older one of its size (it held data too)
-    assert _C.host_blocks()["hits"] == hits + 1
+    assert _C.host_blocks()["hits"] > hits
     assert torch.equal(b, ref)  # whatever the block held is overwritten
     _check_bounds()
 
@@ -134,3 +135,86 @@ def test_raster_gradients_on_a_reused_block_start_from_zero():
     (none,) = torch.autograd.grad((out.features * 0).sum(), feats)
     assert _C.host_blocks()["hits"] > hits  # the first backward's blocks came back
     assert torch.equal(none, torch.zeros_like(none))
+
+
+def test_pytorch_tensors_from_128_kb_come_from_the_cache():
+    """After `import gsrender` PyTorch's own CPU tensors of 128 KB and more take cache blocks (a
+    freed one serves the next tensor of its size); smaller ones keep PyTorch's allocator."""
+    import gsrender  # noqa: F401 (installs the allocator)
+
+    s0 = _C.host_blocks()
+    small = torch.empty(30_000)  # 120 KB
+    assert _C.host_blocks()["live"] == s0["live"]
+    a = torch.ones(33_001)  # 132,004 bytes: a block of 33 pages
+    s1 = _C.host_blocks()
+    assert s1["live"] == s0["live"] + 33 * 4096
+    del a
+    b = torch.zeros(33_001)  # a's block, or an older cached one of its size
+    assert _C.host_blocks()["hits"] == s1["hits"] + 1
+    assert torch.equal(b, torch.zeros(33_001))
+    del small, b
+    _check_bounds()
+
+
+def _train_step(scene, feats):
+    import gsrender
+
+    out = gsrender.rasterize(*scene, 128, 128, sh_degree=3, features=feats)
+    (out.colors.sum() + out.alphas.sum() + out.features.square().sum()).backward()
+
+
+def test_a_training_loop_maps_no_fresh_block_after_its_first_steps():
+    """Every block a steady training step takes (the ops' outputs and scratch, PyTorch's gradient
+    copies and sums) is one the step before freed: no fresh pages to fault in from the third step
+    on, where live + cached ≤ peak evicted and re-mapped blocks every step."""
+    N, D = 20_011, 32
+    g = torch.Generator().manual_seed(7)
+    z = 4.0 + torch.rand(N, generator=g)
+    means = torch.stack([(torch.rand(N, generator=g) - 0.5) * z, (torch.rand(N, generator=g) - 0.5) * z, z], -1)
+    leaves = [means, torch.nn.functional.normalize(torch.randn(N, 4, generator=g), dim=-1),
+              torch.exp(-4.0 + 0.5 * torch.randn(N, 3, generator=g)), torch.rand(N, generator=g),
+              0.3 * torch.randn(N, 16, 3, generator=g)]
+    leaves = [x.requires_grad_(True) for x in leaves]
+    scene = (*leaves, torch.eye(4)[None], torch.tensor([[[128.0, 0, 64], [0, 128.0, 64], [0, 0, 1]]]))
+    feats = torch.rand(N, D, generator=g).requires_grad_(True)
+    for _ in range(2):
+        _train_step(scene, feats)
+    fresh = _C.host_blocks()["fresh"]
+    for _ in range(3):
+        _train_step(scene, feats)
+    assert _C.host_blocks()["fresh"] == fresh
+    _check_bounds()
+
+
+def test_a_forked_child_allocates_from_the_cache():
+    """A fork while another thread allocates (a data loader's workers) does not hand the child a
+    held lock: the child's large tensors come from the cache as the parent's do."""
+    import multiprocessing as mp
+
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            torch.empty(1 << 20)
+
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        ctx = mp.get_context("fork")
+        for _ in range(16):
+            p = ctx.Process(target=_child_allocates)
+            p.start()
+            p.join(30)
+            assert p.exitcode == 0
+    finally:
+        stop.set()
+        t.join()
+
+
+def _child_allocates():
+    hits = _C.host_blocks()["hits"]
+    for _ in range(2):
+        x = torch.empty(1 << 20)
+        x[-1] = 2.0  # (no parallel op: OpenMP's pool does not survive a fork)
+        del x
+    assert _C.host_blocks()["hits"] > hits

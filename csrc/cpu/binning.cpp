@@ -13,6 +13,7 @@
 #include "gsrender/host_alloc.h"
 #include "gsrender/raster_interface.h"
 #include "gsrender/support_ellipse.h"
+#include "host_blocks.h"
 #include "isa.h"
 #include "key_sort.h"
 
@@ -94,7 +95,7 @@ std::tuple<at::Tensor, at::Tensor> bin_tiles_impl(const BinInputs<T>& in, const 
 
   const int64_t n_blocks = (CN + kBlock - 1) / kBlock;
   std::vector<std::vector<int32_t>> block_tiles(n_blocks);
-  std::vector<int32_t> count(CN);
+  HostVector<int32_t> count(CN);  // (1M Gaussians: 4 MB, a cached block)
   list_pairs(in, block_tiles, count.data());
   std::vector<int64_t> block_start(n_blocks + 1, 0);  // pairs before each block
   for (int64_t b = 0; b < n_blocks; ++b)

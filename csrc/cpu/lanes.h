@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gsrender/alpha.h"
+#include "host_blocks.h"
 #include "simd.h"
 
 namespace gsrender {
@@ -27,31 +28,13 @@ struct Lanes<double> {
 };
 static_assert(sizeof(Lanes<float>::V) / sizeof(float) == kLanes, "8 pixels per row segment");
 
-// Storage aligned to A bytes for a std::vector (std::allocator does not honour the vector types'
-// alignment when they come in as template arguments, and gives plain arrays 16 bytes).
-template <typename T, size_t A>
-struct AlignedAlloc {
-  using value_type = T;
-  template <typename U>
-  struct rebind {
-    using other = AlignedAlloc<U, A>;
-  };
-  AlignedAlloc() = default;
-  template <typename U>
-  AlignedAlloc(const AlignedAlloc<U, A>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(A)));
-  }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(A)); }
-  bool operator==(const AlignedAlloc&) const { return true; }
-};
 // Lane vectors, each on its own aligned slot.
 template <typename V>
-using LaneVector = std::vector<V, AlignedAlloc<V, sizeof(V)>>;
+using LaneVector = std::vector<V, HostAlloc<V, sizeof(V)>>;
 // Values from a cache-line boundary: rows of whole vectors (a multiple of 32 bytes) then never
 // straddle two lines.
 template <typename T>
-using LineVector = std::vector<T, AlignedAlloc<T, 64>>;
+using LineVector = std::vector<T, HostAlloc<T, 64>>;
 
 typedef uint64_t u64x2 __attribute__((vector_size(16)));
 typedef uint64_t u64x4 __attribute__((vector_size(32)));

@@ -274,8 +274,8 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
   };
   // The first and last chunk listing each Gaussian; for one listed by several, chunk w's row
   // of `shared` is base[g] − W + w (base 0: one chunk's alone, summed straight into the outputs).
-  std::vector<int32_t> first, last;
-  std::vector<int64_t> base;
+  HostVector<int32_t> first, last;  // (per-Gaussian arrays: cached blocks, HostAlloc)
+  HostVector<int64_t> base;
   int64_t n_rows = 0;
   if (W > 1) {
     first.assign(G, int32_t(W)), last.assign(G, -1);
@@ -297,7 +297,7 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
     for (int64_t g = 0; g < G; ++g)
       if (first[g] < last[g]) base[g] = n_rows + W - first[g], n_rows += last[g] - first[g] + 1;
   }
-  std::vector<T> shared(size_t(n_rows) * stride, T(0));
+  HostVector<T> shared(size_t(n_rows) * stride, T(0));
   using V = typename Lanes<T>::V;
   LaneVector<V> packed(G, V{});  // [G]: the one-chunk Gaussians' 2D-parameter fields
   std::vector<T> bg(size_t(W) * a.C * CH, T(0));  // [W, C, CH]: each chunk's v_backgrounds
