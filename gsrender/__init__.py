@@ -14,19 +14,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # huge pages a D = 64 step took 8 % less CPU time (docs/cpu.md, "Fourth round" under "Backward");
 # THP_MEM_ALLOC_ENABLE=0 restores 4 KB pages.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-
-import torch  # noqa: E402, F401, I001 (after the environment above; _C links to it)
-
-from gsrender import _C  # noqa: E402
-
-# Every CPU tensor of 128 KB or more, PyTorch's own ops' too, from gsrender's cache of freed blocks
-# (csrc/cpu/host_alloc.cpp), where PyTorch maps each one fresh and faults its pages in again: a
-# training step's gradient copies and sums cost 550-1100 faults and 20-120 ms of system time per
-# step on a 2-core virtual machine whose host reclaims freed pages (docs/cpu.md, "Allocations of
-# 2 MB and more"). Tensors allocated before the import keep their allocator;
-# GSRENDER_HOST_CACHE=0 keeps PyTorch's allocator for all.
-if os.environ.get("GSRENDER_HOST_CACHE", "1") != "0":
-    _C.install_host_allocator()
+# From the first CPU op on, gsrender's cache of freed blocks is PyTorch's CPU allocator for every
+# tensor of 128 KB or more (csrc/cpu/host_alloc.cpp, empty_host): a training step's gradient
+# copies and sums otherwise fault their pages in again every step (550-1100 faults, 20-200 ms of
+# system time per D = 64 step on a 2-core virtual machine; docs/cpu.md, "Allocations of 2 MB and
+# more"). GSRENDER_HOST_CACHE=0 keeps PyTorch's allocator.
 
 from gsrender.render import (DEFAULT_WEIGHT_PARAMS, RenderOutput, packing_efficiency, raster_plan,
                              rasterize)
