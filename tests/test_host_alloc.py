@@ -1,12 +1,13 @@
 """The CPU tensors' block cache (csrc/cpu/host_alloc.cpp): a freed block is kept and serves the
 next tensor of its size (a render loop's tensors fault in no fresh page), within its bounds
 (cached ≤ 1 GB, live + cached ≤ 1.5 × peak live), and the bookkeeping holds under threads and
-across a fork. The first CPU op makes it PyTorch's CPU allocator from 128 KB on. Observed
+across a fork. The second CPU render (a loop) makes it PyTorch's CPU allocator from 128 KB on. Observed
 through an op whose output takes a block (sh_channels_fwd's [C, N, 4 + D], ≥ 2 MB), PyTorch's
 own tensors, and _C.host_blocks()."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import torch
 
@@ -138,9 +139,9 @@ def test_raster_gradients_on_a_reused_block_start_from_zero():
 
 
 def test_pytorch_tensors_from_128_kb_come_from_the_cache():
-    """From the first CPU op on PyTorch's own CPU tensors of 128 KB and more take cache blocks (a
+    """From the second CPU render on PyTorch's own CPU tensors of 128 KB and more take cache blocks (a
     freed one serves the next tensor of its size); smaller ones keep PyTorch's allocator."""
-    _channels(_inputs(8_009, 60))  # an op's output block: the cache is PyTorch's allocator now
+    _render_twice()  # a loop: the cache is PyTorch's allocator now
     s0 = _C.host_blocks()
     small = torch.empty(30_000)  # 120 KB
     assert _C.host_blocks()["live"] == s0["live"]
@@ -153,6 +154,15 @@ def test_pytorch_tensors_from_128_kb_come_from_the_cache():
     assert torch.equal(b, torch.zeros(33_001))
     del small, b
     _check_bounds()
+
+
+def _render_twice():
+    import gsrender
+
+    for _ in range(2):
+        gsrender.rasterize(torch.tensor([[0.0, 0.0, 4.0]]), torch.tensor([[1.0, 0, 0, 0]]),
+                           torch.full((1, 3), 0.1), torch.tensor([0.5]), torch.rand(1, 3), torch.eye(4)[None],
+                           torch.tensor([[[32.0, 0, 16], [0, 32.0, 16], [0, 0, 1]]]), 32, 32)
 
 
 def _train_step(scene, feats):
@@ -220,18 +230,20 @@ def _child_allocates():
 
 
 def test_opting_out_keeps_pytorch_allocator():
-    """GSRENDER_HOST_CACHE=0: the ops' outputs still take blocks, PyTorch's tensors do not."""
+    """GSRENDER_HOST_CACHE=0: after two renders PyTorch's tensors still keep its allocator (the
+    ops' outputs take blocks either way)."""
     import os
     import subprocess
     import sys
 
     code = ("import gsrender, torch\nfrom gsrender import _C\n"
-            "torch.ops.gsrender.sh_channels_fwd(0, torch.randn(9000, 3), torch.zeros(1, 3), "
-            "torch.randn(9000, 1, 3), torch.rand(1, 9000), torch.rand(9000, 60))\n"
+            "from tests.test_host_alloc import _render_twice\n"
+            "_render_twice()\n"
             "live = _C.host_blocks()['live']\nx = torch.empty(1 << 20)\n"
             "print(live, _C.host_blocks()['live'])\n")
     for value, grows in (("0", False), ("1", True)):
         env = dict(os.environ, GSRENDER_HOST_CACHE=value)
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                             cwd=str(Path(__file__).resolve().parents[1]))
         before, after = map(int, out.stdout.split())
         assert (after == before + (4 << 20)) == grows, (value, before, after)

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -193,17 +194,6 @@ void HugePageAllocator::free_raw(void* p) {
 
 at::Tensor empty_host(at::IntArrayRef sizes, const at::TensorOptions& opts) {
   TORCH_CHECK(opts.device().is_cpu(), "empty_host: a CPU tensor, got ", opts.device());
-  // PyTorch's allocator from the first op output on (unless GSRENDER_HOST_CACHE=0), not from the
-  // import: what a script allocates before its first render (a scene's set-up) then goes back to
-  // the system when freed, instead of being kept while the render maps fresh blocks. The kernel
-  // hands out recently freed pages first, and on a virtual machine whose host reclaims free
-  // memory other pages cost far more to fault in: the first 1M render in a fresh process took
-  // 600-940 ms with the set-up's blocks kept, 200-210 ms without the cache.
-  static const bool installed = [] {
-    const char* env = std::getenv("GSRENDER_HOST_CACHE");
-    return !(env && std::string_view(env) == "0") && install_host_allocator();
-  }();
-  (void)installed;
   return at::detail::empty_generic(sizes, &huge_allocator(),
                                    c10::DispatchKeySet(c10::DispatchKey::CPU),
                                    c10::typeMetaToScalarType(opts.dtype()), c10::nullopt);
@@ -225,6 +215,13 @@ void* host_block_take(size_t bytes) {
 void host_block_give(void* p) { block_cache().give(p); }
 
 HostBlockStats host_block_stats() { return block_cache().stats(); }
+
+void note_cpu_render() {
+  static std::atomic<int> renders{0};
+  if (renders.fetch_add(1) != 1) return;  // the second render: a loop
+  const char* env = std::getenv("GSRENDER_HOST_CACHE");
+  if (!(env && std::string_view(env) == "0")) install_host_allocator();
+}
 
 bool install_host_allocator() {
   HugePageAllocator* a = &huge_allocator();

@@ -22,6 +22,14 @@ HostBlockStats host_block_stats();
 // priority). Tensors allocated before keep their allocator.
 bool install_host_allocator();
 
+// Called by every CPU raster forward: the second one (a render or training loop) installs the
+// allocator, unless GSRENDER_HOST_CACHE=0. Not the first: in a one-off render, blocks freed along
+// the way would be kept while later ones are mapped fresh, where the kernel would have handed
+// the freed pages out again, and on a virtual machine whose host reclaims free memory other
+// pages cost far more to fault in (a 1M × 1080p forward + backward in a fresh process: 3.4-5.2 s
+// with the allocator installed at the first op, 2.5-2.7 s without it).
+void note_cpu_render();
+
 // The cache's blocks for the CPU ops' own scratch, through HostAlloc. From kHostBlockMin bytes on
 // (smaller: operator new); the block is page aligned (2 MB aligned from 2 MB on).
 constexpr size_t kHostBlockMin = size_t(128) << 10;

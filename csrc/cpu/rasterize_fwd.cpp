@@ -11,6 +11,7 @@
 
 #include "gemm.h"
 #include "gsrender/composite.h"
+#include "host_blocks.h"
 #include "isa.h"
 #include "raster_tile.h"
 #include "row_tile.h"
@@ -224,6 +225,7 @@ RasterFwdResult rasterize_fwd_cpu(
       plan_rasterize(precision, mode, deterministic, cpu_raster_target(means2d, tile_size), in.grid);
   const bool scalar = plan.forward == RasterKernel::kScalar;
   check_binning(in);
+  note_cpu_render();
   const int64_t C = means2d.size(0), CH = colors.size(2);
   const auto [render, alphas, last_ids, aux, stats] =
       empty_raster_outputs(C, height, width, CH, means2d.options());
