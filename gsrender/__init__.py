@@ -15,10 +15,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # THP_MEM_ALLOC_ENABLE=0 restores 4 KB pages.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 # From the second CPU render on (a loop), gsrender's cache of freed blocks is PyTorch's CPU
-# allocator for every tensor of 128 KB or more (csrc/cpu/host_blocks.h, note_cpu_render): a training step's gradient
-# copies and sums otherwise fault their pages in again every step (550-1100 faults, 20-200 ms of
-# system time per D = 64 step on a 2-core virtual machine; docs/cpu.md, "Allocations of 2 MB and
-# more"). GSRENDER_HOST_CACHE=0 keeps PyTorch's allocator.
+# allocator for every tensor of 128 KB or more (csrc/cpu/host_blocks.h, note_cpu_render): a
+# training step's gradient copies and sums otherwise fault their pages in again every step
+# (550-1100 faults, 20-200 ms of system time per D = 64 step on a 2-core virtual machine;
+# docs/cpu.md, "Allocations of 2 MB and more"). GSRENDER_HOST_CACHE=0 keeps PyTorch's allocator.
 
 from gsrender.render import (DEFAULT_WEIGHT_PARAMS, RenderOutput, packing_efficiency, raster_plan,
                              rasterize)

@@ -179,7 +179,8 @@ def test_a_training_loop_maps_no_fresh_block_after_its_first_steps():
     N, D = 20_011, 32
     g = torch.Generator().manual_seed(7)
     z = 4.0 + torch.rand(N, generator=g)
-    means = torch.stack([(torch.rand(N, generator=g) - 0.5) * z, (torch.rand(N, generator=g) - 0.5) * z, z], -1)
+    x, y = ((torch.rand(N, generator=g) - 0.5) * z for _ in range(2))
+    means = torch.stack([x, y, z], -1)
     leaves = [means, torch.nn.functional.normalize(torch.randn(N, 4, generator=g), dim=-1),
               torch.exp(-4.0 + 0.5 * torch.randn(N, 3, generator=g)), torch.rand(N, generator=g),
               0.3 * torch.randn(N, 16, 3, generator=g)]
@@ -243,7 +244,7 @@ def test_opting_out_keeps_pytorch_allocator():
             "print(live, _C.host_blocks()['live'])\n")
     for value, grows in (("0", False), ("1", True)):
         env = dict(os.environ, GSRENDER_HOST_CACHE=value)
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
-                             cwd=str(Path(__file__).resolve().parents[1]))
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             check=True, cwd=str(Path(__file__).resolve().parents[1]))
         before, after = map(int, out.stdout.split())
         assert (after == before + (4 << 20)) == grows, (value, before, after)

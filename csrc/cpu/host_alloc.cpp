@@ -27,16 +27,17 @@ namespace {
 constexpr size_t kPage = size_t(4) << 10;
 constexpr size_t kHugePage = size_t(2) << 20;
 // Below kHostBlockMin (128 KB) a tensor keeps PyTorch's allocator. From it on, blocks come from
-// the cache: PyTorch's allocator cannot be relied on to reuse them. With THP_MEM_ALLOC_ENABLE=1 (what
-// `import gsrender` sets) it maps every tensor of 2 MB or more fresh, a huge-page fault each,
+// the cache: PyTorch's allocator cannot be relied on to reuse them. With THP_MEM_ALLOC_ENABLE=1
+// (what `import gsrender` sets) it maps every tensor of 2 MB or more fresh, a huge-page fault each,
 // and without it glibc reuses heap blocks below its mmap threshold only once the threshold has
 // risen past their size, which depends on what the process freed before: the 1M forward's
 // project and sh stages ran 2.8x slower in a fresh process than after other renders. Measured
 // (docs/cpu.md, "Allocations of 2 MB and more"): sh_channels_bwd at 100k 17.6 -> 4.1 ms, no
 // page faults left; a D = 64 training step 313 / 265 -> 246 / 249 ms. (It was 2 MB: one huge
-// page.) 128 KB is glibc's initial mmap threshold: with the cache installed as PyTorch's allocator no large block is freed to
-// glibc, so its threshold stays there, and what the cache did not take from 128 KB on would be
-// mapped fresh on every allocation (a D = 0 training step: 1500 faults of 4 KB pages).
+// page.) 128 KB is glibc's initial mmap threshold: with the cache installed as PyTorch's
+// allocator no large block is freed to glibc, so its threshold stays there, and what the cache
+// did not take from 128 KB on would be mapped fresh on every allocation (a D = 0 training step:
+// 1500 faults of 4 KB pages).
 static_assert(kHostBlockMin == size_t(128) << 10, "glibc's initial mmap threshold");
 constexpr size_t kCacheMax = size_t(1) << 30;  // bytes of freed blocks kept at most
 
@@ -57,8 +58,8 @@ class BlockCache {
     pthread_atfork([] { block_cache().mutex_.lock(); }, [] { block_cache().mutex_.unlock(); },
                    [] { block_cache().mutex_.unlock(); });
   }
-  // A block of at least n bytes (n a multiple of its page size): a cached one of n .. n + n/8 bytes,
-  // or a fresh one.
+  // A block of at least n bytes (n a multiple of its page size): a cached one of n .. n + n/8
+  // bytes, or a fresh one.
   void* take(size_t n) {
     std::vector<Block> evicted;
     {
@@ -139,7 +140,7 @@ class BlockCache {
     if (m == MAP_FAILED) return nullptr;
     const uintptr_t a = reinterpret_cast<uintptr_t>(m), p = (a + align - 1) / align * align;
     if (p > a) munmap(m, p - a);  // the slack before and after the aligned block
-    if (a + n + align - kPage > p + n) munmap(reinterpret_cast<void*>(p + n), a + align - kPage - p);
+    if (a + align - kPage > p) munmap(reinterpret_cast<void*>(p + n), a + align - kPage - p);
     if (align == kHugePage) (void)madvise(reinterpret_cast<void*>(p), n, MADV_HUGEPAGE);
     return reinterpret_cast<void*>(p);
   }
@@ -159,7 +160,7 @@ BlockCache& block_cache() {
   return *cache;
 }
 
-struct HugePageAllocator final : c10::Allocator {
+struct BlockAllocator final : c10::Allocator {
   // Below kHostBlockMin: the CPU allocator PyTorch had when this one was made, kept so that
   // installing this one as PyTorch's (install_host_allocator) leaves small tensors where they were.
   c10::Allocator* const small = c10::GetCPUAllocator();
@@ -181,20 +182,20 @@ struct HugePageAllocator final : c10::Allocator {
   static void free_raw(void* p);
 };
 
-HugePageAllocator& huge_allocator() {
-  static HugePageAllocator a;
+BlockAllocator& block_allocator() {
+  static BlockAllocator a;
   return a;
 }
 
-void HugePageAllocator::free_raw(void* p) {
-  if (!block_cache().give(p)) huge_allocator().small->raw_deleter()(p);
+void BlockAllocator::free_raw(void* p) {
+  if (!block_cache().give(p)) block_allocator().small->raw_deleter()(p);
 }
 
 }  // namespace
 
 at::Tensor empty_host(at::IntArrayRef sizes, const at::TensorOptions& opts) {
   TORCH_CHECK(opts.device().is_cpu(), "empty_host: a CPU tensor, got ", opts.device());
-  return at::detail::empty_generic(sizes, &huge_allocator(),
+  return at::detail::empty_generic(sizes, &block_allocator(),
                                    c10::DispatchKeySet(c10::DispatchKey::CPU),
                                    c10::typeMetaToScalarType(opts.dtype()), c10::nullopt);
 }
@@ -224,7 +225,7 @@ void note_cpu_render() {
 }
 
 bool install_host_allocator() {
-  HugePageAllocator* a = &huge_allocator();
+  BlockAllocator* a = &block_allocator();
   c10::SetCPUAllocator(a);
   return c10::GetCPUAllocator() == a;
 }

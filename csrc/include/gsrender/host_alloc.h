@@ -3,10 +3,11 @@
 // the CPU ops' large outputs and gradients (the raster's [C, H, W, CH] image, the [C, N, 4 + D]
 // channels, projection's and binning's per-Gaussian arrays, the backwards' per-Gaussian
 // gradients) and, from a process's second CPU render, every PyTorch CPU tensor. A fresh
-// allocation of that size is an mmap, so every first touch page-faults and every free is an munmap: on this
-// project's 2-core machine, 512² × 260 float32 channels (272 MB) took 120 ms to fill and 40 ms to
-// free with 4 KB pages, 37 ms and 2 ms with huge pages, and a kept block faults nothing. Where
-// the system has THP off ("never") blocks get ordinary pages: the same tensor either way.
+// allocation of that size is an mmap, so every first touch page-faults and every free is an
+// munmap: on this project's 2-core machine, 512² × 260 float32 channels (272 MB) took 120 ms to
+// fill and 40 ms to free with 4 KB pages, 37 ms and 2 ms with huge pages, and a kept block faults
+// nothing. Where the system has THP off ("never") blocks get ordinary pages: the same tensor
+// either way.
 #pragma once
 
 #include <ATen/core/Tensor.h>
