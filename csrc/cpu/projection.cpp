@@ -51,7 +51,8 @@ struct GaussianLanes {
   cpu::LaneF opacity;
   GaussianLanes(const float* mp, const float* qp, const float* sp, const float* op) {
     cpu::LaneF m[3], s[3], q[4], o[1];
-    cpu::load_lanes<3>(mp, 3, m), cpu::load_lanes<3>(sp, 3, s), cpu::load_lanes<4>(qp, 4, q), cpu::load_lanes<1>(op, 1, o);
+    cpu::load_lanes<3>(mp, 3, m), cpu::load_lanes<3>(sp, 3, s);
+    cpu::load_lanes<4>(qp, 4, q), cpu::load_lanes<1>(op, 1, o);
     mean = {m[0], m[1], m[2]}, scale = {s[0], s[1], s[2]}, quat = {q[0], q[1], q[2], q[3]};
     opacity = o[0];
   }
@@ -183,7 +184,8 @@ int project_bwd_lanes(const ProjectBwdIO<T>& io, int64_t n, int64_t left, int64_
     }
     for (int l = 0; l < L; ++l) {
       const int64_t i = n + l;
-      for (int k = 0; k < 3; ++k) io.g_means[3 * i + k] = acc[k][l], io.g_scales[3 * i + k] = acc[7 + k][l];
+      for (int k = 0; k < 3; ++k)
+        io.g_means[3 * i + k] = acc[k][l], io.g_scales[3 * i + k] = acc[7 + k][l];
       for (int k = 0; k < 4; ++k) io.g_quats[4 * i + k] = acc[3 + k][l];
       io.g_opac[i] = acc[10][l];
     }
@@ -288,7 +290,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cpu(
     for (int64_t c = 0; c < C; ++c)
       cams.push_back(load_camera(vp + 16 * c, kp + 9 * c, static_cast<int>(width),
                                  static_cast<int>(height)));
-    const ProjectBwdIO<T> io{mp, qp, sp, op, rp, vm2, vd, vc, vo2, g_means, g_quats, g_scales, g_opac};
+    const ProjectBwdIO<T> io{mp, qp, sp, op, rp, vm2, vd,
+                             vc, vo2, g_means, g_quats, g_scales, g_opac};
 
     cpu::parallel_for(0, num_blocks, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t blk = b0; blk < b1; ++blk) {
