@@ -154,8 +154,8 @@ PyMethodDef methods[] = {
      "host_blocks() -> dict: the CPU outputs' huge-page blocks: live, cached, peak bytes, hits, "
      "fresh, blocks (cached)"},
     {"install_host_allocator", py_install_host_allocator, METH_NOARGS,
-     "install_host_allocator() -> bool: every CPU tensor of 2 MB or more from the huge-page block "
-     "cache (cpu/host_blocks.h); False if PyTorch kept another allocator"},
+     "install_host_allocator() -> bool: every CPU tensor of 128 KB or more from the block cache "
+     "(cpu/host_blocks.h); False if PyTorch kept another allocator"},
     {"cpu_isa", py_cpu_isa, METH_NOARGS, "cpu_isa() -> str: the ISA the CPU kernels run now"},
     {"cpu_isas", py_cpu_isas, METH_NOARGS,
      "cpu_isas() -> list[str]: the ISAs this CPU runs, best first"},

@@ -40,7 +40,9 @@ struct BwdScratch {
   std::vector<const T*> ent_rows;  // [segments, cap]: their feature rows
   std::vector<T*> ent_v_rows;       // [segments, cap]: their rows of v_color
   LineVector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
-  LaneVector<V> gt;              // [segments, CH] the same, channel-major
+  LaneVector<V> gt;              // [segments, CH] the same, channel-major (pair_dots)
+  LaneVector<typename PairLanes<T>::V> g2;  // [segments, pairs(CH)] or in channel pairs
+  bool paired = false;           // which of the two (pair_dots_paired: AVX-512, CH ≥ 16)
   // Per kept entry k (tile.kept's order): what the tile's pairs add to its gradients.
   LaneVector<V> part;            // [kept, kGradFields]: the α-chain sums, lane-wise
   LineVector<T> v_color;         // [kept, chp] (line-aligned: pair_outer's vector RMWs)
@@ -78,7 +80,11 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   M last[kMaxSegments];
   int ne[kMaxSegments];
   s.g.assign(size_t(nseg) * kLanes * chp, T(0));
-  s.gt.assign(size_t(nseg) * CH, V{});
+  const int64_t npairs = PairLanes<T>::pairs(CH);
+  if (s.paired)
+    s.g2.assign(size_t(nseg) * npairs, typename PairLanes<T>::V{});
+  else
+    s.gt.assign(size_t(nseg) * CH, V{});
   for (int sg = 0; sg < nseg; ++sg) {
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
     grad[sg] = {sorted};
@@ -87,15 +93,23 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
     for (int l = 0; l < nvalid; ++l) {
       const int64_t pix = (cam * a.height + y) * a.width + sx + l;
       T* gp = s.g.data() + (size_t(sg) * kLanes + l) * chp;
-      V* gt = s.gt.data() + size_t(sg) * CH;
       const T* vr = io.v_render + pix * CH;
       last[sg][l] = io.last_ids[pix] - start;
       CompositorGrad<T> pg{sorted};
       pg.start(io.aux[pix], io.alphas[pix], io.v_alphas[pix]);
-      const T* out = io.render + pix * CH;
-      for (int64_t c = 0; c < CH; ++c) {
-        const T gc = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
-        gp[c] = gc, gt[c][l] = gc;
+      if (pg.seeds_from_channels(bg != nullptr)) {
+        const T* out = io.render + pix * CH;
+        for (int64_t c = 0; c < CH; ++c) gp[c] = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
+      } else {
+        for (int64_t c = 0; c < CH; ++c) gp[c] = pg.gradient(vr[c]);
+      }
+      if (s.paired) {  // channels 2j, 2j + 1: pair j, lanes 2l, 2l + 1 (an odd CH's last pair
+                       // ends in gp's zero padding)
+        T* g2 = reinterpret_cast<T*>(s.g2.data() + size_t(sg) * npairs) + 2 * l;
+        for (int64_t c = 0; c < CH; c += 2) std::memcpy(g2 + c * kLanes, gp + c, 2 * sizeof(T));
+      } else {
+        V* gt = s.gt.data() + size_t(sg) * CH;
+        for (int64_t c = 0; c < CH; ++c) gt[c][l] = gp[c];
       }
       // (v_backgrounds is only returned with backgrounds: no per-pixel sums without them)
       if (bg)
@@ -135,8 +149,12 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(list[q]) * chp;
       ne[sg] += any_lane(c);
     }
-    pair_dots<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
-                 s.gt.data() + size_t(sg) * CH, CH, ne[sg]);
+    if (s.paired)
+      pair_dots_paired<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
+                          s.g2.data() + size_t(sg) * npairs, CH, ne[sg]);
+    else
+      pair_dots<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
+                   s.gt.data() + size_t(sg) * CH, CH, ne[sg]);
     pair_outer<T>(s.ent_v_rows.data() + sg * cap, reinterpret_cast<const T*>(s.ent_w.data() + sg * cap),
                   s.g.data() + size_t(sg) * kLanes * chp, chp, ne[sg]);
   }
@@ -232,6 +250,7 @@ BwdScratch<T> make_scratch(int64_t CH) {
   BwdScratch<T> s;
   s.v_bg.assign(CH, T(0));
   s.chp = (CH + kLanes - 1) / kLanes * kLanes;
+  s.paired = wide_vectors(active_isa()) && CH >= kWideChannels<T>;
   return s;
 }
 

@@ -138,9 +138,17 @@ struct CompositorGrad {
   // Channel c of the pixel (upstream v_render, background bg, 0 without one; forward output
   // out): its share of the seed (front to back, of S_total: g·out in both modes), and g_c.
   GSR_HOST_DEVICE S channel(S v_render, S bg, S out) {
-    const S g = v_render * scale;
+    const S g = gradient(v_render);
     s += sorted && !kFrontToBack ? v_render * bg : g * out;
     return g;
+  }
+  // g_c alone, where channel() would add nothing to the seed (seeds_from_channels false).
+  GSR_HOST_DEVICE S gradient(S v_render) const { return v_render * scale; }
+  // Whether channel() adds to the seed: not sorted back to front without a background, where
+  // every term is v_render·0 (a CPU pixel's channels would add them one after another, a
+  // dependency chain as long as CH).
+  GSR_HOST_DEVICE bool seeds_from_channels(bool has_background) const {
+    return !(sorted && !kFrontToBack) || has_background;
   }
   // Sorted: the suffix sum's seed, the background and alpha-output terms of v_α (front to back:
   // S_total).
