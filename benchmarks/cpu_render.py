@@ -353,6 +353,9 @@ def target_case(sc: dict, D: int, runs: int, warmup: int, scalar: bool, train: b
         def step():
             out = _render(leaves, fleaf, vm, K, size, size, "sorted", "auto", False)
             loss = out.colors.sum() + out.alphas.sum() + (out.features.sum() if D else 0)
+            for v in (*leaves.values(), fleaf):  # zero_grad(set_to_none=True), as a training
+                if v is not None:                # loop does: no accumulation into old grads
+                    v.grad = None
             loss.backward()
 
         row["fwd_bwd_ms"] = _median_ms(step, runs, warmup)
