@@ -72,9 +72,9 @@ __attribute__((always_inline)) inline void in_blocks(int n, const F& f) {
 // - in channel pairs (pair_dots_paired, AVX-512): G2[j] one 16-lane vector, lane 2l + k pixel l's
 //   channel 2j + k, so one broadcast of a feature row's pair (a 64-bit load for float) serves
 //   8 pixels × 2 channels: one zmm FMA does the work of two ymm ones. Lanes 2l and 2l + 1 sum
-//   pixel l's even and odd channels, added at the end. Worth it from 16 channels: at CH = 4
-//   the final additions and AVX-512's clock cost more than the halved FMAs (1 thread, 100k at
-//   512², D = 0: +3 % per training step; D = 64: −5 %).
+//   pixel l's even and odd channels, added at the end. Used from 16 channels (1 thread, 100k at
+//   512², per training step: D = 64 −3 to −5 %; D = 0 with it, 268 / 270 ms against 260 / 261,
+//   so RGB + depth keep the channel-major layout, as do the copies without 16-float registers).
 template <typename T>
 constexpr int kDotRows = sizeof(T) == 4 ? 8 : 4;
 template <typename T>
