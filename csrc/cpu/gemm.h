@@ -4,6 +4,7 @@
 // last CH mod 8 (segment_tail: RGB + depth). Feature rows are given by pointer, so only the contributing Gaussians' rows are ever
 // read (lazy fetch).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -154,23 +155,40 @@ __attribute__((always_inline)) inline void pair_dots_paired(typename Lanes<T>::V
   });
 }
 
+// The feature channels' vectors: CW channels of one pixel, CW = kLanes (8: a ymm of floats, 8
+// doubles) or kWideChannels (16 floats: a zmm, for the AVX-512 copy only; cpu::wide_vectors).
+template <typename T, int CW>
+struct ChanVec {
+  typedef T V __attribute__((vector_size(CW * sizeof(T))));
+};
+template <typename T>
+constexpr int kWideChannels = sizeof(T) == 4 ? 16 : kLanes;  // double: no wider than Lanes
+
 // The backward's feature gradient per segment: d[k][0, chp) += Σ_l w[k][l] · G[l][·] for n pairs
 // (w[k]: pair k's weights on the 8 pixels, G: the pixels' upstream gradients pixel-major, rows of
-// chp = CH rounded up to whole vectors, zero-padded; d[k]: pair k's gradient row, chp wide). A
-// register block of R pairs × NB channel vectors: per pixel, NB gradient vectors loaded and R
-// weights broadcast serve R·NB FMAs. Each element adds its 8 pixels in order, as the plain
-// per-pair loop would.
-template <typename T>
-constexpr int kOuterVecRegs = sizeof(T) == 4 ? 16 : 8;  // AVX2's 16, a double vector takes two
-template <typename T, int R, int NB>
+// chp = CH rounded up to whole CW-channel vectors, zero-padded; d[k]: pair k's gradient row, chp
+// wide). A register block of R pairs × NB channel vectors: per pixel, NB gradient vectors loaded
+// and R weights broadcast serve R·NB FMAs. Each element adds its 8 pixels in order, as the plain
+// per-pair loop would, whatever CW is (the AVX-512 copy's 16-channel vectors give the AVX2
+// copy's bits).
+template <typename T, int CW>
+constexpr int kOuterVecRegs = CW > kLanes ? 32 : (sizeof(T) == 4 ? 16 : 8);  // a double ymm pair: 8
+// Channel vectors per block: AVX2's 2 pairs share 6 (2·6 accumulators, 2 weights, a gradient
+// vector); AVX-512's 32 registers hold 4 pairs × 6.
+template <typename T, int CW>
+constexpr int kOuterNB = CW > kLanes ? 6 : (kOuterVecRegs<T, CW> - 3) / 2;
+// Pairs per block of NB vectors: R·NB accumulators, R weights and a gradient vector (at most 8).
+template <typename T, int CW, int NB>
+constexpr int kOuterRows = std::clamp((kOuterVecRegs<T, CW> - 1) / (NB + 1), 1, 8);
+template <typename T, int CW, int R, int NB>
 __attribute__((always_inline)) inline void pair_outer_block(T* const* d, const T* w, const T* G,
                                                             int64_t chp, int64_t c0) {
-  using V = typename Lanes<T>::V;
+  using V = typename ChanVec<T, CW>::V;
   V acc[R][NB];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) std::memcpy(&acc[r][j], d[r] + c0 + j * kLanes, sizeof(V));
+    for (int j = 0; j < NB; ++j) std::memcpy(&acc[r][j], d[r] + c0 + j * CW, sizeof(V));
   // The pixel loop stays a loop: unrolled, GCC schedules each accumulator's 8 dependent adds
   // back to back (one chain at a time, spilling the 8·R hoisted weights), not R·NB independent
   // chains per pixel.
@@ -182,7 +200,7 @@ __attribute__((always_inline)) inline void pair_outer_block(T* const* d, const T
 #pragma GCC unroll 16
     for (int j = 0; j < NB; ++j) {
       V g;
-      std::memcpy(&g, G + l * chp + c0 + j * kLanes, sizeof(V));
+      std::memcpy(&g, G + l * chp + c0 + j * CW, sizeof(V));
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][j] += wl[r] * g;
     }
@@ -190,60 +208,38 @@ __attribute__((always_inline)) inline void pair_outer_block(T* const* d, const T
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < NB; ++j) std::memcpy(d[r] + c0 + j * kLanes, &acc[r][j], sizeof(V));
+    for (int j = 0; j < NB; ++j) std::memcpy(d[r] + c0 + j * CW, &acc[r][j], sizeof(V));
 }
 
-// The n pairs on one NB-vector channel block, R pairs at a time so that the R·NB accumulators,
-// R broadcast weights and one gradient vector fit the registers; the tail as one block of its
-// exact size.
-template <typename T, int NB, int R>
-__attribute__((always_inline)) inline void pair_outer_tail(T* const* d, const T* w, const T* G,
-                                                           int64_t chp, int64_t c0, int n) {
-  if constexpr (R > 0) {
-    if (n == R)
-      pair_outer_block<T, R, NB>(d, w, G, chp, c0);
-    else
-      pair_outer_tail<T, NB, R - 1>(d, w, G, chp, c0, n);
-  }
-}
-template <typename T, int NB>
+// The n pairs on one NB-vector channel block, kOuterRows at a time, the last block of its exact
+// size.
+template <typename T, int CW, int NB>
 __attribute__((always_inline)) inline void pair_outer_blocks(T* const* d, const T* w, const T* G,
                                                              int64_t chp, int64_t c0, int n) {
-  constexpr int R = (kOuterVecRegs<T> - 1) / (NB + 1) > 0 ? (kOuterVecRegs<T> - 1) / (NB + 1) : 1;
-  int k = 0;
-  for (; k + R <= n; k += R) pair_outer_block<T, R, NB>(d + k, w + k * kLanes, G, chp, c0);
-  pair_outer_tail<T, NB, R - 1>(d + k, w + k * kLanes, G, chp, c0, n - k);
+  in_blocks<kOuterRows<T, CW, NB>>(n, [&]<int R>(int k) {
+    pair_outer_block<T, CW, R, NB>(d + k, w + k * kLanes, G, chp, c0);
+  });
 }
 // The channel tail (the last nb < kOuterNB vectors) as one block of its exact width.
-template <typename T, int NB>
+template <typename T, int CW, int NB>
 __attribute__((always_inline)) inline void pair_outer_width(T* const* d, const T* w, const T* G,
                                                             int64_t chp, int64_t c0, int n, int nb) {
   if constexpr (NB > 0) {
     if (nb == NB)
-      pair_outer_blocks<T, NB>(d, w, G, chp, c0, n);
+      pair_outer_blocks<T, CW, NB>(d, w, G, chp, c0, n);
     else
-      pair_outer_width<T, NB - 1>(d, w, G, chp, c0, n, nb);
+      pair_outer_width<T, CW, NB - 1>(d, w, G, chp, c0, n, nb);
   }
 }
-template <typename T>
-constexpr int kOuterNB = (kOuterVecRegs<T> - 3) / 2;  // channel vectors per block: 2 pairs share them
-template <typename T>
+// chp: a multiple of CW.
+template <typename T, int CW>
 __attribute__((always_inline)) inline void pair_outer(T* const* d, const T* w, const T* G,
                                                       int64_t chp, int n) {
+  constexpr int NB = kOuterNB<T, CW>;
   int64_t c0 = 0;
-  for (; c0 + kOuterNB<T> * kLanes <= chp; c0 += kOuterNB<T> * kLanes)
-    pair_outer_blocks<T, kOuterNB<T>>(d, w, G, chp, c0, n);
-  pair_outer_width<T, kOuterNB<T> - 1>(d, w, G, chp, c0, n, int((chp - c0) / kLanes));
+  for (; c0 + NB * CW <= chp; c0 += NB * CW) pair_outer_blocks<T, CW, NB>(d, w, G, chp, c0, n);
+  pair_outer_width<T, CW, NB - 1>(d, w, G, chp, c0, n, int((chp - c0) / CW));
 }
-
-// The feature channels' vectors: CW channels of one pixel, CW = kLanes (8: a ymm of floats, 8
-// doubles) or kWideChannels (16 floats: a zmm, for the AVX-512 copy only; cpu::wide_vectors).
-template <typename T, int CW>
-struct ChanVec {
-  typedef T V __attribute__((vector_size(CW * sizeof(T))));
-};
-template <typename T>
-constexpr int kWideChannels = sizeof(T) == 4 ? 16 : kLanes;  // double: no wider than Lanes
 
 // Wide outputs (the feature channels) channel-major: OUT[p][c0 .. c0 + CW·NV) for the P pixels
 // p0 .. p0 + P of a segment, P × NV vectors of CW channels in registers. Each feature vector

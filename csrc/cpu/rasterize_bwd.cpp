@@ -31,7 +31,7 @@ struct BwdScratch {
   TileRows<T> tile;
   TileFeatures<T> feats;         // the tile's kept feature rows, contiguous (row k: kept entry k)
   int32_t n = 0;                 // the tile's list length
-  int64_t chp = 0;               // CH rounded up to whole vectors: the stride of g and v_color
+  int64_t chp = 0;               // CH rounded up to whole CW vectors: the stride of g and v_color
   std::vector<int32_t> list;     // [segments, cap]: a row's tile entries per segment
   std::vector<int32_t> ent;      // [segments, cap]: tile entries of a row's contributing pairs
   LaneVector<V> ent_al, ent_tr;  // [segments, cap]: their α (0 where a lane does not
@@ -42,7 +42,9 @@ struct BwdScratch {
   LineVector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
   LaneVector<V> gt;              // [segments, CH] the same, channel-major (pair_dots)
   LaneVector<typename PairLanes<T>::V> g2;  // [segments, pairs(CH)] or in channel pairs
-  bool paired = false;           // which of the two (pair_dots_paired: AVX-512, CH ≥ 16)
+  // The AVX-512 copy from kWideChannels channels: g2 (pair_dots_paired) and pair_outer's
+  // channels in kWideChannels vectors (16 floats, 8 doubles); else gt and 8-channel vectors.
+  bool wide = false;
   // Per kept entry k (tile.kept's order): what the tile's pairs add to its gradients.
   LaneVector<V> part;            // [kept, kGradFields]: the α-chain sums, lane-wise
   LineVector<T> v_color;         // [kept, chp] (line-aligned: pair_outer's vector RMWs)
@@ -81,7 +83,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   int ne[kMaxSegments];
   s.g.assign(size_t(nseg) * kLanes * chp, T(0));
   const int64_t npairs = PairLanes<T>::pairs(CH);
-  if (s.paired)
+  if (s.wide)
     s.g2.assign(size_t(nseg) * npairs, typename PairLanes<T>::V{});
   else
     s.gt.assign(size_t(nseg) * CH, V{});
@@ -103,8 +105,8 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       } else {
         for (int64_t c = 0; c < CH; ++c) gp[c] = pg.gradient(vr[c]);
       }
-      if (s.paired) {  // channels 2j, 2j + 1: pair j, lanes 2l, 2l + 1 (an odd CH's last pair
-                       // ends in gp's zero padding)
+      if (s.wide) {  // channels 2j, 2j + 1: pair j, lanes 2l, 2l + 1 (an odd CH's last pair
+                     // ends in gp's zero padding)
         T* g2 = reinterpret_cast<T*>(s.g2.data() + size_t(sg) * npairs) + 2 * l;
         for (int64_t c = 0; c < CH; c += 2) std::memcpy(g2 + c * kLanes, gp + c, 2 * sizeof(T));
       } else {
@@ -149,14 +151,19 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(list[q]) * chp;
       ne[sg] += any_lane(c);
     }
-    if (s.paired)
+    if (s.wide)
       pair_dots_paired<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
                           s.g2.data() + size_t(sg) * npairs, CH, ne[sg]);
     else
       pair_dots<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
                    s.gt.data() + size_t(sg) * CH, CH, ne[sg]);
-    pair_outer<T>(s.ent_v_rows.data() + sg * cap, reinterpret_cast<const T*>(s.ent_w.data() + sg * cap),
-                  s.g.data() + size_t(sg) * kLanes * chp, chp, ne[sg]);
+    T* const* v_rows = s.ent_v_rows.data() + sg * cap;
+    const T* w = reinterpret_cast<const T*>(s.ent_w.data() + sg * cap);
+    const T* g = s.g.data() + size_t(sg) * kLanes * chp;
+    if (s.wide)
+      pair_outer<T, kWideChannels<T>>(v_rows, w, g, chp, ne[sg]);
+    else
+      pair_outer<T, kLanes>(v_rows, w, g, chp, ne[sg]);
   }
 
   // Back to front per segment (the order matters only for the sorted suffix sums).
@@ -249,8 +256,9 @@ template <typename T>
 BwdScratch<T> make_scratch(int64_t CH) {
   BwdScratch<T> s;
   s.v_bg.assign(CH, T(0));
-  s.chp = (CH + kLanes - 1) / kLanes * kLanes;
-  s.paired = wide_vectors(active_isa()) && CH >= kWideChannels<T>;
+  s.wide = wide_vectors(active_isa()) && CH >= kWideChannels<T>;
+  const int64_t cw = s.wide ? kWideChannels<T> : kLanes;
+  s.chp = (CH + cw - 1) / cw * cw;
   return s;
 }
 
