@@ -145,9 +145,9 @@ def test_pytorch_tensors_from_128_kb_come_from_the_cache():
     s0 = _C.host_blocks()
     small = torch.empty(30_000)  # 120 KB
     assert _C.host_blocks()["live"] == s0["live"]
-    a = torch.ones(33_001)  # 132,004 bytes: a block of 33 pages
-    s1 = _C.host_blocks()
-    assert s1["live"] == s0["live"] + 33 * 4096
+    a = torch.ones(33_001)  # 132,004 bytes: a fresh block of 33 pages, or a cached one of 33 up to
+    s1 = _C.host_blocks()   # 33 + 33/8 pages (BlockCache::take), left by earlier tests' scratch
+    assert 33 * 4096 <= s1["live"] - s0["live"] <= 33 * 4096 + 33 * 4096 // 8
     del a
     b = torch.zeros(33_001)  # a's block, or an older cached one of its size
     assert _C.host_blocks()["hits"] == s1["hits"] + 1
