@@ -1,10 +1,12 @@
-"""The CPU backward's feature gradient v_F += Wᵀ·G (csrc/cpu/gemm.h pair_outer): register blocks of
-R pairs × NB 8-channel vectors, rows padded to whole vectors. The widths here reach every
-channel-block remainder (CH = D + 4 = 20 … 116: 3 … 15 vectors, with padding and without), on
+"""The CPU backward's products (csrc/cpu/gemm.h). The feature gradient v_F += Wᵀ·G (pair_outer):
+register blocks of R pairs × NB channel vectors (8 channels; 16 in the AVX-512 copy from
+CH = 16), rows padded to whole vectors. The widths here reach every channel-block remainder
+(CH = D + 4 = 20 … 116, with padding and without), on
 scenes whose segments hold many pairs (every pair-count remainder of the R-pair blocks).
 Against the float64 backward under every ISA copy this CPU runs, and bit for bit between the
 AVX-512 and AVX2 copies. (The baseline copy differs from them in the last bits, as it did at
-b39febd before this test: not a claim this test makes.)"""
+b39febd before this test: not a claim this test makes.) The weight gradient dL/dw = G·f
+(pair_dots; in channel pairs in the AVX-512 copy from CH = 16) through the geometry gradients."""
 from __future__ import annotations
 
 import pytest

@@ -1,8 +1,8 @@
 """The CPU tensors' block cache (csrc/cpu/host_alloc.cpp): a freed block is kept and serves the
 next tensor of its size (a render loop's tensors fault in no fresh page), within its bounds
 (cached ≤ 1 GB, live + cached ≤ 1.5 × peak live), and the bookkeeping holds under threads and
-across a fork. The second CPU render (a loop) makes it PyTorch's CPU allocator from 128 KB on. Observed
-through an op whose output takes a block (sh_channels_fwd's [C, N, 4 + D], ≥ 2 MB), PyTorch's
+across a fork. The second CPU render (a loop) makes it PyTorch's CPU allocator from 128 KB on.
+Observed through an op whose output takes a block (sh_channels_fwd's [C, N, 4 + D], ≥ 2 MB), PyTorch's
 own tensors, and _C.host_blocks()."""
 from __future__ import annotations
 
@@ -139,8 +139,9 @@ def test_raster_gradients_on_a_reused_block_start_from_zero():
 
 
 def test_pytorch_tensors_from_128_kb_come_from_the_cache():
-    """From the second CPU render on PyTorch's own CPU tensors of 128 KB and more take cache blocks (a
-    freed one serves the next tensor of its size); smaller ones keep PyTorch's allocator."""
+    """From the second CPU render on PyTorch's own CPU tensors of 128 KB and more take cache
+    blocks (a freed one serves the next tensor of its size); smaller ones keep PyTorch's
+    allocator."""
     _render_twice()  # a loop: the cache is PyTorch's allocator now
     s0 = _C.host_blocks()
     small = torch.empty(30_000)  # 120 KB
@@ -161,7 +162,8 @@ def _render_twice():
 
     for _ in range(2):
         gsrender.rasterize(torch.tensor([[0.0, 0.0, 4.0]]), torch.tensor([[1.0, 0, 0, 0]]),
-                           torch.full((1, 3), 0.1), torch.tensor([0.5]), torch.rand(1, 3), torch.eye(4)[None],
+                           torch.full((1, 3), 0.1), torch.tensor([0.5]), torch.rand(1, 3),
+                           torch.eye(4)[None],
                            torch.tensor([[[32.0, 0, 16], [0, 32.0, 16], [0, 0, 1]]]), 32, 32)
 
 

@@ -99,7 +99,8 @@ __attribute__((always_inline)) inline void pair_dots(typename Lanes<T>::V* out, 
 
 template <typename T>
 struct PairLanes {
-  typedef T V __attribute__((vector_size(2 * kLanes * sizeof(T))));  // lane 2l + k: pixel l, channel 2j + k
+  // lane 2l + k: pixel l, channel 2j + k
+  typedef T V __attribute__((vector_size(2 * kLanes * sizeof(T))));
   // Channel pairs of CH channels: an odd CH's last one pairs with a zero channel.
   static int64_t pairs(int64_t CH) { return (CH + 1) / 2; }
 };
