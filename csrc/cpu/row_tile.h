@@ -205,7 +205,8 @@ struct TileRows {
       constexpr int kAhead = 12;
       if (i + kAhead < to) prefetch_gaussian(gs + ids[i + kAhead]);
       const RowGaussian<T>& g = gs[ids[i]];
-      if (!support_meets_tile<T>(g, g.bound, px)) continue;  // bin_tiles with conics dropped it already
+      // (exact binning listed only pairs the ellipse meets; the support box may still drop one)
+      if (!support_meets_tile<T>(g, g.bound, px)) continue;
       const int r0 = std::max(g.box.y0, y0) - y0, r1 = std::min(g.box.y1, y1) - y0;
       // ln o from the support's ln(255·o) (o > 1/255 here), in double as it
       kept.push_back({g, i, ids[i], T(g.level - std::log(kAlphaMinInv))});

@@ -2,8 +2,9 @@
 // the idea of Speedy-Splat's AccuTile: a Gaussian's bounding box meeting a tile does not mean its
 // ellipse does (a small or elongated Gaussian near a tile corner misses it), so binning and
 // packing by the box alone make pairs that can never contribute. Shared by both backends: the
-// binning of each (support_meets_tile over the tiles of a radii box) and the CPU raster's tile
-// set-up run the same function on the same doubles, so they agree on every pair.
+// binning of each (for_each_bin_tile: the ellipse test over the tiles of a radii box) and the
+// CPU raster's tile set-up (support_meets_tile: the support box as a pre-filter, then the same
+// ellipse test on the same doubles), so every pair the set-up keeps is listed.
 #pragma once
 #include <cmath>
 
@@ -12,12 +13,13 @@
 
 namespace gsrender {
 
-// min over dx ∈ [lo, hi] of a·dx² + 2b·dx·dy + c·dy² (a > 0, dy fixed): the vertex, clamped.
-// Every product-sum is an explicit fma, so no compiler contraction choice (host ISA clones,
-// nvcc's --fmad) changes the rounding: the CPU and CUDA binnings produce the same lists.
+// min over dx ∈ [lo, hi] of a·dx² + 2b·dx·dy + c·dy² (a > 0, dy fixed): the vertex dx = k·dy
+// (k = −b/a, a per-Gaussian constant: no division per tile), clamped. Every product-sum is an
+// explicit fma, so no compiler contraction choice (host ISA clones, nvcc's --fmad) changes the
+// rounding: the CPU and CUDA binnings produce the same lists.
 template <typename T>
-GSR_HOST_DEVICE T support_edge_min(T a, T b, T c, T dy, T lo, T hi) {
-  T dx = -b * dy / a;
+GSR_HOST_DEVICE T support_edge_min(T a, T b, T c, T k, T dy, T lo, T hi) {
+  T dx = k * dy;
   dx = dx < lo ? lo : (dx > hi ? hi : dx);
   return fma(a * dx, dx, fma(T(2) * b * dx, dy, c * dy * dy));
 }
@@ -50,21 +52,22 @@ GSR_HOST_DEVICE bool support_rect_bound(T a, T b, T c, T level, T* bound) {
 }
 
 // Whether dᵀQd ≤ bound at some pixel centre of the rectangle (the bound: support_rect_bound's,
-// which is false where no pixel contributes).
+// which is false where no pixel contributes). ka = −b/a and kc = −b/c: the edges' vertices per
+// unit offset (support_edge_min), computed once per Gaussian by a caller that tests many tiles.
 template <typename T>
-GSR_HOST_DEVICE bool support_meets_rect_within(T mx, T my, T a, T b, T c, T bound, int x0,
-                                               int y0, int x1, int y1) {
+GSR_HOST_DEVICE bool support_meets_rect_within(T mx, T my, T a, T b, T c, T ka, T kc, T bound,
+                                               int x0, int y0, int x1, int y1) {
   const T dxlo = mx - (T(x1) + T(0.5)), dxhi = mx - (T(x0) + T(0.5));
   const T dylo = my - (T(y1) + T(0.5)), dyhi = my - (T(y0) + T(0.5));
   const bool in_x = dxlo <= T(0) && dxhi >= T(0), in_y = dylo <= T(0) && dyhi >= T(0);
   if (in_x && in_y) return true;
   T q = T(INFINITY);
   if (!in_y) {  // the horizontal edge nearer the mean
-    const T e = support_edge_min(a, b, c, dylo > T(0) ? dylo : dyhi, dxlo, dxhi);
+    const T e = support_edge_min(a, b, c, ka, dylo > T(0) ? dylo : dyhi, dxlo, dxhi);
     q = e < q ? e : q;
   }
   if (!in_x) {  // the vertical edge nearer the mean
-    const T e = support_edge_min(c, b, a, dxlo > T(0) ? dxlo : dxhi, dylo, dyhi);
+    const T e = support_edge_min(c, b, a, kc, dxlo > T(0) ? dxlo : dxhi, dylo, dyhi);
     q = e < q ? e : q;
   }
   return q <= bound;  // NaN inputs: false
@@ -90,9 +93,10 @@ GSR_HOST_DEVICE Support<T> make_support(T mx, T my, T a, T b, T c, T opacity) {
 // bound: support_rect_bound's, computed once per Gaussian (−∞ where it is false: no pixel).
 template <typename T>
 GSR_HOST_DEVICE bool support_meets_tile(const Support<T>& s, double bound, const PixelBox& tile) {
+  const double b = s.b;
   return bound > -INFINITY && s.box.meets(tile.x0, tile.y0, tile.x1, tile.y1) &&
-         support_meets_rect_within<double>(s.mx, s.my, s.a, s.b, s.c, bound, tile.x0, tile.y0,
-                                           tile.x1, tile.y1);
+         support_meets_rect_within<double>(s.mx, s.my, s.a, b, s.c, -b / s.a, -b / s.c, bound,
+                                           tile.x0, tile.y0, tile.x1, tile.y1);
 }
 
 // Binning's pairs of Gaussian i (both backends): the tiles [r[0], r[2]] × [r[1], r[3]] of its
@@ -108,15 +112,21 @@ GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const 
       for (int tx = r[0]; tx <= r[2]; ++tx) f(tx, ty), ++n;
     return n;
   }
-  // support_meets_tile, its per-Gaussian part (the support, the bound) hoisted out of the tiles
-  const Support<T> s = make_support<T>(means2d[2 * i], means2d[2 * i + 1], conics[3 * i],
-                                       conics[3 * i + 1], conics[3 * i + 2], opacities[i]);
+  // The ellipse test alone (support_meets_tile without its box pre-filter, whose square roots
+  // would cost more per Gaussian than they save here), its per-Gaussian part hoisted out of the
+  // tiles. It passes every tile support_meets_tile passes.
+  const double mx = means2d[2 * i], my = means2d[2 * i + 1];
+  const double a = conics[3 * i], b = conics[3 * i + 1], c = conics[3 * i + 2];
   double bound;
-  if (!support_rect_bound<double>(s.a, s.b, s.c, s.level, &bound)) return 0;
+  if (!support_rect_bound<double>(a, b, c, support_level<double>(opacities[i]), &bound)) return 0;
+  const double ka = -b / a, kc = -b / c;
   for (int ty = r[1]; ty <= r[3]; ++ty)
-    for (int tx = r[0]; tx <= r[2]; ++tx)
-      if (support_meets_tile(s, bound, tile_pixels(tx, ty, tile_size, width, height)))
+    for (int tx = r[0]; tx <= r[2]; ++tx) {
+      const PixelBox t = tile_pixels(tx, ty, tile_size, width, height);
+      if (support_meets_rect_within<double>(mx, my, a, b, c, ka, kc, bound, t.x0, t.y0, t.x1,
+                                            t.y1))
         f(tx, ty), ++n;
+    }
   return n;
 }
 
