@@ -132,6 +132,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   // contributing pairs, dL/dw = G·f and v_F += Wᵀ·G as register-blocked products (gemm.h).
   int count[kMaxSegments];
   seg.bucket(s.tile, y - s.tile.y0, s.list.data(), cap, count);
+  const auto row_of = s.feats.rows_of(CH);
   for (int sg = 0; sg < nseg; ++sg) {
     const int32_t* list = s.list.data() + sg * cap;
     int32_t end = 0;  // past every lane's last contributor (last = 0 on invalid lanes)
@@ -147,7 +148,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       const size_t e = sg * cap + ne[sg];  // kept only when some lane contributes
       s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = comp.trans;
       s.ent_w[e] = comp.advance(c, al, V{} + g.phi);
-      s.ent_rows[e] = s.feats.row(list[q], CH);
+      s.ent_rows[e] = row_of(list[q]);
       s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(list[q]) * chp;
       ne[sg] += any_lane(c);
     }
@@ -226,7 +227,7 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
   // deepest one (the forward read it only that far too: "The forward at 1M", docs/cpu.md).
   const int32_t stop = a.sorted ? last_reach(a, io, cam, tx, ty, start) : a.tile_end(t);
   s.tile.build(a, gs, tx, ty, start, stop, /*prefetch_features=*/false);
-  s.feats.gather(a, s.tile);  // dL/dw reads the rows per segment: contiguous, not at random
+  s.feats.gather(a, s.tile, /*place=*/false);  // dL/dw reads the rows per segment: contiguous
   const size_t nk = s.tile.kept.size();
   s.part.assign(nk * kGradFields, V{});
   s.v_color.assign(nk * s.chp, T(0));

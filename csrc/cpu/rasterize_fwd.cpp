@@ -25,7 +25,7 @@ template <typename T>
 struct FwdScratch {
   using V = typename Lanes<T>::V;
   TileRows<T> tile;
-  TileFeatures<T> feats;                // the tile's kept feature rows, contiguous
+  TileFeatures<T> feats;                // the tile's kept feature rows (copied or in place)
   std::vector<int32_t> list;            // [segments, cap]: one row's entries per segment
   LaneVector<V> w;                      // [cap]: one segment's contributing weights
   std::vector<const T*> rows;            // [cap]: their channel rows
@@ -75,6 +75,7 @@ int32_t render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, in
   V* acc = s.acc.data();
   V* W = s.w.data();
   const T** R = s.rows.data();
+  const auto row_of = s.feats.rows_of(CH);
   int32_t* I = s.at.data();
   M evals{}, useful{};
   int32_t reach = 0;
@@ -96,7 +97,7 @@ int32_t render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, in
       // kept only when some lane contributes (the slot is overwritten otherwise); one fold
       // answers both "some lane on" (bit 0) and "some lane stops" (bit 1)
       const uint32_t any = lane_bits((on & 1) | (stop & 2));
-      W[nw] = w, R[nw] = s.feats.row(list[q], CH), I[nw] = e.i;
+      W[nw] = w, R[nw] = row_of(list[q]), I[nw] = e.i;
       nw += any & 1;
       if (sorted && (any & 2)) {  // rare: a pixel saturates here
         alive = mask_and_not(alive, stop);
@@ -158,11 +159,12 @@ void render_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, int64_t cam, 
   // the first piece: the previous tile's share with a quarter to spare, and at least a few
   // dozen pairs (neighbouring tiles' needs differ; a retry re-renders the rows)
   int32_t upto = a.sorted ? int32_t(std::min<int64_t>(n, int64_t(s.reach * 1.25 * n) + 64)) : n;
+  const bool in_place = TileFeatures<T>::in_place(a.CH);
   for (;;) {
     const size_t had = tr.kept.size();
-    tr.add(a, gs, start, added, upto, /*prefetch_features=*/false);
+    tr.add(a, gs, start, added, upto, /*prefetch_features=*/in_place);
     tr.index_rows();
-    s.feats.gather(a, tr, had);
+    s.feats.gather(a, tr, in_place, had);
     added = upto;
     s.listed = s.computed = s.useful = 0;
     int32_t reach = 0;

@@ -277,20 +277,34 @@ void RowSegments<T>::bucket(const TileRows<T>& tr, int r, int32_t* list, size_t 
   }
 }
 
-// The tile's kept Gaussians' feature rows copied into one contiguous block, in list order (row k:
-// entry k). The segments' accumulations then read a kept × CH block that stays in L2 and is
-// walked in increasing address order, which the hardware prefetcher follows, instead of rows
-// scattered over the frame's [N, CH] features (random lines, and a TLB miss each on wide rows).
-// The copy's loads are independent of each other, so many are in flight at once. (Fetching them
-// row by row during the scans instead, to overlap the latency with the α arithmetic, measured
-// slower: the per-row passes over the row lists cost more than they hid.)
+// The tile's kept Gaussians' feature rows as the segments' accumulations read them (row k:
+// kept entry k). Wide rows are copied into one contiguous block, in list order: the
+// accumulations then read a kept × CH block that stays in L2 and is walked in increasing address
+// order, which the hardware prefetcher follows, instead of rows scattered over the frame's
+// [N, CH] features (random lines, and a TLB miss each on wide rows). The copy's loads are
+// independent of each other, so many are in flight at once. Rows of one to five cache lines
+// (features of D = 12 to 76 floats, RGB + depth included) are instead read where the frame keeps
+// them, each prefetched by the forward's set-up as it keeps the Gaussian (TileRows::add), the α
+// tests' time hiding the fetch: no copy to write (issue 14's scene at D = 64: raster 1.04–1.06×;
+// at D = 128 and 256 the early prefetch of 9–17 lines a row was as slow or slower than the copy,
+// and RGB's one-line rows gained nothing; docs/cpu.md "Feature rows in place").
 template <typename T>
 struct TileFeatures {
   std::vector<T> rows;
+  const T* frame = nullptr;               // in place: the frame's [N, CH] rows
+  const TileRows<T>* tile = nullptr;      // in place: the kept entries' ids
+
+  // Whether rows of CH channels are read in place (with the set-up's prefetch) rather than copied.
+  static bool in_place(int64_t CH) {
+    const int64_t bytes = CH * int64_t(sizeof(T));
+    return bytes >= 64 && bytes <= 5 * 64;
+  }
 
   // The rows of kept entries [from, kept): those before are copied already (TileRows::add's
-  // pieces).
-  void gather(const RasterArgs<T>& a, const TileRows<T>& tr, size_t from = 0) {
+  // pieces). place (in_place(CH), the set-up having prefetched them): read where they are.
+  void gather(const RasterArgs<T>& a, const TileRows<T>& tr, bool place, size_t from = 0) {
+    frame = place ? a.colors : nullptr, tile = &tr;
+    if (place) return;
     using V = typename Lanes<T>::V;
     const size_t n = tr.kept.size(), CH = size_t(a.CH), n_vec = CH / kLanes;
     if (rows.size() < n * CH) rows.resize(n * CH);
@@ -309,7 +323,17 @@ struct TileFeatures {
       for (size_t c = n_vec * kLanes; c < CH; ++c) dst[c] = src[c];
     }
   }
-  const T* row(int32_t k, int64_t CH) const { return rows.data() + k * CH; }
+  // Row k's address, for a loop over entries: a value copy of what it needs, taken before the
+  // loop (the loop's own stores could alias these members, which it would then reload per entry).
+  struct Rows {
+    const T* base;
+    const TileEntry<T>* kept;  // in place: row k is entry k's id's; else row k is k
+    int64_t CH;
+    const T* operator()(int32_t k) const { return base + (kept ? kept[k].id : k) * CH; }
+  };
+  Rows rows_of(int64_t CH) const {
+    return frame ? Rows{frame, tile->kept.data(), CH} : Rows{rows.data(), nullptr, CH};
+  }
 };
 
 }  // namespace cpu
