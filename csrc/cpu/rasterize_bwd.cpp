@@ -29,7 +29,7 @@ template <typename T>
 struct BwdScratch {
   using V = typename Lanes<T>::V;
   TileRows<T> tile;
-  TileFeatures<T> feats;         // the tile's kept feature rows, contiguous (row k: kept entry k)
+  TileFeatures<T> feats;         // the tile's kept feature rows (row k: kept entry k)
   int32_t n = 0;                 // the tile's list length
   int64_t chp = 0;               // CH rounded up to whole CW vectors: the stride of g and v_color
   std::vector<int32_t> list;     // [segments, cap]: a row's tile entries per segment
@@ -226,8 +226,9 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
   // Sorted: no pixel reads the list past its last contributor, so the tile's set-up stops at the
   // deepest one (the forward read it only that far too: "The forward at 1M", docs/cpu.md).
   const int32_t stop = a.sorted ? last_reach(a, io, cam, tx, ty, start) : a.tile_end(t);
-  s.tile.build(a, gs, tx, ty, start, stop, /*prefetch_features=*/false);
-  s.feats.gather(a, s.tile, /*place=*/false);  // dL/dw reads the rows per segment: contiguous
+  const bool place = TileFeatures<T>::in_place(a.CH);  // as the forward (row_tile.h)
+  s.tile.build(a, gs, tx, ty, start, stop, /*prefetch_features=*/place);
+  s.feats.gather(a, s.tile, place);
   const size_t nk = s.tile.kept.size();
   s.part.assign(nk * kGradFields, V{});
   s.v_color.assign(nk * s.chp, T(0));

@@ -284,7 +284,7 @@ void RowSegments<T>::bucket(const TileRows<T>& tr, int r, int32_t* list, size_t 
 // [N, CH] features (random lines, and a TLB miss each on wide rows). The copy's loads are
 // independent of each other, so many are in flight at once. Rows of one to five cache lines
 // (features of D = 12 to 76 floats, RGB + depth included) are instead read where the frame keeps
-// them, each prefetched by the forward's set-up as it keeps the Gaussian (TileRows::add), the α
+// them, each prefetched by the tile's set-up as it keeps the Gaussian (TileRows::add), the α
 // tests' time hiding the fetch: no copy to write (issue 14's scene at D = 64: raster 1.04–1.06×;
 // at D = 128 and 256 the early prefetch of 9–17 lines a row was as slow or slower than the copy,
 // and RGB's one-line rows gained nothing; docs/cpu.md "Feature rows in place").
