@@ -8,7 +8,7 @@
 namespace gsrender {
 
 // Bytes: live (held by tensors), cached (freed and kept for the next allocation of their size,
-// which then faults in no page: at most 1 GB, and live + cached never above 1.5 × peak), peak (of
+// which then faults in no page: at most 1 GB, and live + cached never above 2 × peak), peak (of
 // live since the library loaded); hits: allocations the cache served; fresh: those it could not
 // (new pages); blocks: how many it holds.
 struct HostBlockStats {
