@@ -49,18 +49,28 @@ GSR_LANE LaneM operator>=(LaneF a, LaneF b) { return {a.v >= b.v}; }
 // m ? a : b per lane
 GSR_LANE LaneF select(LaneM m, LaneF a, LaneF b) { return m.m ? a.v : b.v; }
 
-// math.h's scalar helpers, lane by lane (the scalar library call per lane where there is no
-// vector instruction with its exact result)
+// math.h's scalar helpers, lane-wise: vector instructions where they give the scalar's exact
+// result, the scalar library call per lane where none does (log)
 GSR_LANE LaneF gsr_select(LaneM m, LaneF a, LaneF b) { return select(m, a, b); }
 GSR_LANE LaneF gsr_min(LaneF a, LaneF b) { return select(a < b, a, b); }
 GSR_LANE LaneF gsr_max(LaneF a, LaneF b) { return select(a > b, a, b); }
+// Correctly rounded in both (IEEE): with -fno-math-errno (setup.py) GCC makes the loop one
+// vsqrtps (two sqrtps in the baseline copy).
 GSR_LANE LaneF gsr_sqrt(LaneF a) {
   for (int l = 0; l < kLanes; ++l) a.v[l] = std::sqrt(a.v[l]);
   return a;
 }
+// ceilf's bits without a rounding per lane (GCC does not vectorise std::ceil, and the baseline
+// copy has no rounding instruction): below 2^23 in magnitude a float converts to int exactly, the
+// truncation is raised by one where it fell below x, and x's sign is kept (ceil(−0.5) = −0);
+// from 2^23 on (and ±inf, NaN) every float is its own ceil.
 GSR_LANE LaneF gsr_ceil(LaneF a) {
-  for (int l = 0; l < kLanes; ++l) a.v[l] = std::ceil(a.v[l]);
-  return a;
+  const i8 sign = (i8)a.v & int32_t(0x80000000);
+  const f8 mag = (f8)((i8)a.v & int32_t(0x7fffffff));
+  const f8 t = __builtin_convertvector(__builtin_convertvector(a.v, i8), f8);
+  const f8 up = t < a.v ? t + 1.0f : t;
+  const f8 signed_up = (f8)((i8)up | sign);
+  return mag < 8388608.0f ? signed_up : a.v;
 }
 GSR_LANE LaneF gsr_log(LaneF a) {
   for (int l = 0; l < kLanes; ++l) a.v[l] = logf(a.v[l]);
