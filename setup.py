@@ -46,11 +46,8 @@ def _extension():
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
     # -ffp-contract=off: no ISA copy of the CPU kernels fuses a product and a sum on its own, so every
     # copy computes the baseline (SSE2) copy's float bits, and the 8-lane kernels (csrc/cpu/
-    # lane_float.h) the scalar code's, by construction (docs/cpu.md, "Vectorising across Gaussians").
-    # -fno-math-errno: nothing reads errno, and with it set sqrt is one (vector) instruction, the
-    # correctly rounded result either way, where errno made each lane a scalar sqrt and a branch.
-    cxx = ["-O3", "-std=c++20", "-ffp-contract=off", "-fno-math-errno", "-fopenmp", "-Wall",
-           "-Wno-unknown-pragmas"]
+    # lane_float.h) the scalar code's, by construction (docs/cpu.md, "Vectorising across Gaussians")
+    cxx = ["-O3", "-std=c++20", "-ffp-contract=off", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
     define_macros = []
     if os.environ.get("GSRENDER_DEBUG", "0") == "1":
         cxx = ["-O0", "-g", "-std=c++20", "-fopenmp", "-Wall"]

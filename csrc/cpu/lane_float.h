@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <xmmintrin.h>
+
 #include "simd.h"
 
 namespace gsrender {
@@ -54,10 +56,15 @@ GSR_LANE LaneF select(LaneM m, LaneF a, LaneF b) { return m.m ? a.v : b.v; }
 GSR_LANE LaneF gsr_select(LaneM m, LaneF a, LaneF b) { return select(m, a, b); }
 GSR_LANE LaneF gsr_min(LaneF a, LaneF b) { return select(a < b, a, b); }
 GSR_LANE LaneF gsr_max(LaneF a, LaneF b) { return select(a > b, a, b); }
-// Correctly rounded in both (IEEE): with -fno-math-errno (setup.py) GCC makes the loop one
-// vsqrtps (two sqrtps in the baseline copy).
+// sqrtps, correctly rounded as sqrtf is (IEEE), on the two 4-float halves: SSE is in every ISA
+// copy. A loop of std::sqrt is a scalar sqrtss and a branch to glibc per lane (errno); GCC
+// vectorises it only under -fno-math-errno for the whole build (a pragma does not), which made
+// the raster forward 3 % slower (docs/cpu.md, "sqrt and ceil as vector instructions").
 GSR_LANE LaneF gsr_sqrt(LaneF a) {
-  for (int l = 0; l < kLanes; ++l) a.v[l] = std::sqrt(a.v[l]);
+  __m128 half[2];
+  std::memcpy(half, &a.v, sizeof(f8));
+  half[0] = _mm_sqrt_ps(half[0]), half[1] = _mm_sqrt_ps(half[1]);
+  std::memcpy(&a.v, half, sizeof(f8));
   return a;
 }
 // ceilf's bits without a rounding per lane (GCC does not vectorise std::ceil, and the baseline
