@@ -208,9 +208,9 @@ def _fresh_blocks_of_a_training_loop(D: int) -> list[int]:
 def test_a_training_loop_maps_no_fresh_block_after_its_first_steps(D):
     """Every block a steady training step takes (the ops' outputs and scratch, PyTorch's gradient
     copies and sums) is one the step before freed: no fresh pages to fault in from the third step
-    on. live + cached ≤ peak evicted and re-mapped blocks every step at D = 32, and ≤ 1.5 × peak
-    two blocks every RGB step here (its SH gradient among them; five at 100k, 512²). In a fresh
-    process: the cache's bound follows the process's peak, which earlier tests would have set."""
+    on. With live + cached ≤ 1.5 × peak this loop mapped 2 blocks fresh every RGB step (its SH
+    gradient among them; 5 at 100k, 512²) and 11 every D = 32 step. In a fresh process: the
+    cache's bound follows the process's peak, which earlier tests would have raised."""
     import subprocess
     import sys
 
