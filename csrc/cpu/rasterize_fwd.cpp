@@ -7,6 +7,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <emmintrin.h>
+
 #include <type_traits>
 
 #include "gemm.h"
@@ -32,9 +34,30 @@ struct FwdScratch {
   std::vector<int32_t> at;              // [cap]: their tile-list positions
   std::vector<int32_t> halves;          // [2, cap]: those lighting each 4-pixel half
   LaneVector<V> acc;                    // [CH]: one segment's output, channel-major
+  LineVector<T> stage;                  // [kLanes, CH]: one segment's pixels, when streamed
+  bool stream = false;                  // write whole segments with streaming stores (kStreamMin)
   int64_t listed = 0, computed = 0, useful = 0;
   double reach = 1;  // sorted: the share of its list the last tile's pixels needed (render_tile)
 };
+
+// Renders of at least this many bytes are written with streaming (non-temporal) stores, each
+// segment's pixels composed in a buffer first and then copied out as whole cache lines: the lines
+// are not read before they are written, and an image this size is not in the cores' L2 when its
+// consumer reads it anyway. Issue 14's scene, two threads, three alternated A/Bs each: D = 256 at
+// 512² (272 MB) raster 3–8 ms faster of ~130 (every round); D = 64 at 512² (71 MB) and at
+// 1920 × 1080 (564 MB) unchanged; D = 256's training step unchanged. (docs/cpu.md, "Streaming
+// stores for wide renders")
+constexpr int64_t kStreamMin = int64_t(64) << 20;
+
+// n values from src to dst, both 64-byte aligned, n·sizeof(T) a multiple of 64: SSE2's
+// streaming store (every ISA copy has it), the write-combining buffers joining each line.
+template <typename T>
+void stream_out(T* dst, const T* src, int64_t n) {
+  auto* d = reinterpret_cast<__m128i*>(dst);
+  const auto* q = reinterpret_cast<const __m128i*>(src);
+  for (int64_t i = 0, m = n * int64_t(sizeof(T)) / 16; i < m; ++i)
+    _mm_stream_si128(d + i, _mm_load_si128(q + i));
+}
 
 // Sorted mode: 1 + the tile-list position of lane l's last contributing pair (start when none),
 // from the segment's contributing pairs: the last weight nonzero on that lane (w ≠ 0 exactly
@@ -113,6 +136,10 @@ int32_t render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, in
     evals += seg.inside[sg] & lane_select(stopped != 0, stopped, M{} + q);
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
     const int64_t pix0 = (cam * a.height + y) * a.width + sx;
+    T* const dst_seg = o.render + pix0 * CH;
+    // (a segment at the image's right edge, or one not on a line boundary: stored in place)
+    const bool stream = s.stream && nvalid == kLanes && (reinterpret_cast<uintptr_t>(dst_seg) & 63) == 0;
+    T* const seg_out = stream ? s.stage.data() : dst_seg;
     // whole 8-channel vectors channel-major, straight into the pixels' outputs
     int n_half[2] = {0, 0};
     if (n_vec > 0) split_halves<T>(W, nw, halves, n_half);
@@ -123,20 +150,21 @@ int32_t render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, in
       CV b{};
       if (bg) std::memcpy(&b, bg + c, sizeof(CV));
       const CV out = comp.lane(l).resolve(v, b, a.w_bg);
-      std::memcpy(o.render + (pix0 + l) * CH + c, &out, sizeof(CV));
+      std::memcpy(seg_out + l * CH + c, &out, sizeof(CV));
     });
     // the last CH mod 8 channels (all of them for RGB + depth) pixel-major
     segment_tail<T, kLanes - 1>(acc, W, R, nw, c_vec, static_cast<int>(CH - c_vec));
     s.listed += int64_t(stop_at) * nvalid;
     for (int l = 0; l < nvalid; ++l) {
       const int64_t pix = pix0 + l;
-      T* dst = o.render + pix * CH;
+      T* dst = seg_out + l * CH;
       const Compositor<T> pc = comp.lane(l);
       for (int64_t c = c_vec; c < CH; ++c) dst[c] = pc.resolve(acc[c][l], bg ? bg[c] : T(0), a.w_bg);
       o.aux[pix] = pc.aux(a.w_bg);
       o.last_ids[pix] = sorted ? last_contributor(W, I, nw, l, start) : start + n_list;
       o.alphas[pix] = T(1) - pc.trans;
     }
+    if (stream) stream_out(dst_seg, s.stage.data(), kLanes * CH);
   }
   for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
   return reach;
@@ -247,6 +275,9 @@ RasterFwdResult rasterize_fwd_cpu(
       FwdScratch<T> s;
       std::vector<TileGaussian<T>> list;  // the scalar baseline's tile list
       s.acc.resize(CH);
+      // whole segments are whole lines when 8·CH values are (CH even for float)
+      s.stream = render.nbytes() >= size_t(kStreamMin) && (kLanes * CH * sizeof(T)) % 64 == 0;
+      if (s.stream) s.stage.resize(kLanes * CH);
       for (int64_t t; (t = take()) < n_tiles;) {
         const int64_t cam = t / tiles_per_cam;
         const int ty = (t % tiles_per_cam) / a.TW, tx = t % a.TW;
@@ -262,6 +293,7 @@ RasterFwdResult rasterize_fwd_cpu(
         atomic_add<int64_t>(st + 3 * cam + 1, s.computed);
         atomic_add<int64_t>(st + 3 * cam + 2, s.useful);
       }
+      _mm_sfence();  // the streamed lines visible before the outputs are returned
     });
   });
   return {render, alphas, last_ids, aux, stats, plan_tensor(plan)};
