@@ -79,8 +79,13 @@ GSR_LANE LaneF gsr_ceil(LaneF a) {
   const f8 signed_up = (f8)((i8)up | sign);
   return mag < 8388608.0f ? signed_up : a.v;
 }
+// logf per lane, declared const: a libm call may set errno, so GCC keeps each one in place
+// among the memory operations, and every call clobbers all vector registers; as a const call
+// (errno is never read here) it is free to schedule the eight where fewer values are live.
+// project_fwd at 1M, alternated builds, 3 rounds: 11.3 → 10.8 ms (two threads), 22.3 → 21.2 (one).
+[[gnu::const, gnu::noinline]] inline float logf_const(float x) { return logf(x); }
 GSR_LANE LaneF gsr_log(LaneF a) {
-  for (int l = 0; l < kLanes; ++l) a.v[l] = logf(a.v[l]);
+  for (int l = 0; l < kLanes; ++l) a.v[l] = logf_const(a.v[l]);
   return a;
 }
 GSR_LANE LaneF gsr_rounded(LaneF a) { return __builtin_assoc_barrier(a.v); }  // (common.h)
