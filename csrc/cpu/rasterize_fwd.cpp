@@ -43,10 +43,10 @@ struct FwdScratch {
 // Renders of at least this many bytes are written with streaming (non-temporal) stores, each
 // segment's pixels composed in a buffer first and then copied out as whole cache lines: the lines
 // are not read before they are written, and an image this size is not in the cores' L2 when its
-// consumer reads it anyway. Issue 14's scene, two threads, three alternated A/Bs each: D = 256 at
-// 512² (272 MB) raster 3–8 ms faster of ~130 (every round); D = 64 at 512² (71 MB) and at
-// 1920 × 1080 (564 MB) unchanged; D = 256's training step unchanged. (docs/cpu.md, "Streaming
-// stores for wide renders")
+// consumer reads it anyway. Issue 14's scene, two threads, alternated A/Bs: D = 256 at 512²
+// (272 MB) raster 3–8 ms faster of ~130 in each of six rounds; D = 64 at 512² (71 MB) and at
+// 1920 × 1080 (564 MB) unchanged (three rounds each), so the bound is not set lower; D = 256's
+// training step not slower. (docs/cpu.md, "Streaming stores for wide renders")
 constexpr int64_t kStreamMin = int64_t(64) << 20;
 
 // n values from src to dst, both 64-byte aligned, n·sizeof(T) a multiple of 64: SSE2's
@@ -138,9 +138,10 @@ int32_t render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, in
     const int64_t pix0 = (cam * a.height + y) * a.width + sx;
     T* const dst_seg = o.render + pix0 * CH;
     // (a segment at the image's right edge, or one not on a line boundary: stored in place)
-    const bool stream = s.stream && nvalid == kLanes && (reinterpret_cast<uintptr_t>(dst_seg) & 63) == 0;
+    const bool stream =
+        s.stream && nvalid == kLanes && (reinterpret_cast<uintptr_t>(dst_seg) & 63) == 0;
     T* const seg_out = stream ? s.stage.data() : dst_seg;
-    // whole 8-channel vectors channel-major, straight into the pixels' outputs
+    // whole 8-channel vectors channel-major, straight into the pixels' outputs (or the stage)
     int n_half[2] = {0, 0};
     if (n_vec > 0) split_halves<T>(W, nw, halves, n_half);
     channel_vectors<T, CW>(W, R, halves, n_half, nvalid, c_vec, [&](int l, int64_t c,
