@@ -1,10 +1,12 @@
-"""The CPU forward writes renders of 64 MB and more (rasterize_fwd.cpp: kStreamMin) with streaming
-stores, each 8-pixel segment composed in a buffer and copied out as whole cache lines; smaller
-renders, segments at the image's right edge and CH that do not make whole lines are stored in
-place. A tile's pixels do not depend on the image's height, so the top rows of a 512² render at
-CH = 64 (64 MB in float32, 128 MB in float64: streamed) must be bitwise those of the same
-Gaussians rendered 192 rows high (24 / 48 MB: stored in place), with and without a background,
-in both modes, under every ISA copy."""
+"""The CPU writes outputs of 64 MB and more with streaming stores (stream_store.h: kStreamMin).
+The forward raster composes each 8-pixel segment in a buffer and copies it out as whole cache
+lines; smaller renders, segments at the image's right edge and CH that do not make whole lines are
+stored in place. A tile's pixels do not depend on the image's height, so the top rows of a 512²
+render at CH = 64 (64 MB in float32, 128 MB in float64: streamed) must be bitwise those of the
+same Gaussians rendered 192 rows high (24 / 48 MB: stored in place), with and without a
+background, in both modes, under every ISA copy. sh_channels_fwd streams rows of 16-byte
+multiples: its 64 MB output must be bitwise the same Gaussians' channels computed in pieces small
+enough to be stored in place."""
 from __future__ import annotations
 
 import pytest
@@ -45,3 +47,23 @@ def test_streamed_rows_equal_rows_stored_in_place(dtype, mode, background):
     assert float(small[1].mean()) > 0.2  # pixels are covered
     for k in range(4):  # render, alphas, last ids, aux
         assert torch.equal(big[k][:, :H_SMALL], small[k]), k
+
+
+@every_cpu_isa
+@pytest.mark.parametrize("dtype", (F32, F64), ids=("f32", "f64"))
+@pytest.mark.parametrize("per_camera", (False, True), ids=("shared", "per_camera"))
+def test_streamed_channels_equal_channels_stored_in_place(dtype, per_camera):
+    g = torch.Generator().manual_seed(4)
+    n, d, piece = 65536, 252, 8192  # [1, n, 4 + d]: 64 MB in float32, streamed; pieces 8 MB
+    means = torch.randn(n, 3, generator=g, dtype=dtype)
+    campos = torch.tensor([[0.3, -0.2, -4.0]], dtype=dtype)
+    coeffs = 0.3 * torch.randn(n, 16, 3, generator=g, dtype=dtype)
+    depths = torch.rand(1, n, generator=g, dtype=dtype) + 1
+    feats = torch.rand(*((1,) if per_camera else ()), n, d, generator=g, dtype=dtype)
+    whole = ops.sh_channels(3, means, campos, coeffs, depths, feats)
+    assert whole.nbytes >= 64 << 20
+    for i in range(0, n, piece):
+        part = ops.sh_channels(3, means[i:i + piece], campos, coeffs[i:i + piece],
+                               depths[:, i:i + piece], feats[..., i:i + piece, :])
+        assert part.nbytes < 64 << 20
+        assert torch.equal(whole[:, i:i + piece], part), i

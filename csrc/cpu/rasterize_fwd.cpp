@@ -7,8 +7,6 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include <emmintrin.h>
-
 #include <type_traits>
 
 #include "gemm.h"
@@ -17,6 +15,7 @@
 #include "isa.h"
 #include "raster_tile.h"
 #include "row_tile.h"
+#include "stream_store.h"
 
 namespace gsrender {
 namespace cpu {
@@ -39,25 +38,6 @@ struct FwdScratch {
   int64_t listed = 0, computed = 0, useful = 0;
   double reach = 1;  // sorted: the share of its list the last tile's pixels needed (render_tile)
 };
-
-// Renders of at least this many bytes are written with streaming (non-temporal) stores, each
-// segment's pixels composed in a buffer first and then copied out as whole cache lines: the lines
-// are not read before they are written, and an image this size is not in the cores' L2 when its
-// consumer reads it anyway. Issue 14's scene, two threads, alternated A/Bs: D = 256 at 512²
-// (272 MB) raster 3–8 ms faster of ~130 in each of six rounds; D = 64 at 512² (71 MB) and at
-// 1920 × 1080 (564 MB) unchanged (three rounds each), so the bound is not set lower; D = 256's
-// training step not slower. (docs/cpu.md, "Streaming stores for wide renders")
-constexpr int64_t kStreamMin = int64_t(64) << 20;
-
-// n values from src to dst, both 64-byte aligned, n·sizeof(T) a multiple of 64: SSE2's
-// streaming store (every ISA copy has it), the write-combining buffers joining each line.
-template <typename T>
-void stream_out(T* dst, const T* src, int64_t n) {
-  auto* d = reinterpret_cast<__m128i*>(dst);
-  const auto* q = reinterpret_cast<const __m128i*>(src);
-  for (int64_t i = 0, m = n * int64_t(sizeof(T)) / 16; i < m; ++i)
-    _mm_stream_si128(d + i, _mm_load_si128(q + i));
-}
 
 // Sorted mode: 1 + the tile-list position of lane l's last contributing pair (start when none),
 // from the segment's contributing pairs: the last weight nonzero on that lane (w ≠ 0 exactly
@@ -165,7 +145,7 @@ int32_t render_row(const RasterArgs<T>& a, int64_t cam, int r, int32_t start, in
       o.last_ids[pix] = sorted ? last_contributor(W, I, nw, l, start) : start + n_list;
       o.alphas[pix] = T(1) - pc.trans;
     }
-    if (stream) stream_out(dst_seg, s.stage.data(), kLanes * CH);
+    if (stream) stream_copy(dst_seg, s.stage.data(), kLanes * CH);
   }
   for (int i = 0; i < kLanes; ++i) s.computed += evals[i], s.useful += useful[i];
   return reach;
@@ -276,7 +256,8 @@ RasterFwdResult rasterize_fwd_cpu(
       FwdScratch<T> s;
       std::vector<TileGaussian<T>> list;  // the scalar baseline's tile list
       s.acc.resize(CH);
-      // whole segments are whole lines when 8·CH values are (CH even for float)
+      // renders of kStreamMin bytes: each segment's pixels composed in s.stage, then streamed
+      // out (stream_store.h), when the segment is whole lines (8·CH values: CH even for float)
       s.stream = render.nbytes() >= size_t(kStreamMin) && (kLanes * CH * sizeof(T)) % 64 == 0;
       if (s.stream) s.stage.resize(kLanes * CH);
       for (int64_t t; (t = take()) < n_tiles;) {

@@ -16,6 +16,7 @@
 #include "gsrender/sh.h"
 #include "isa.h"
 #include "lane_float.h"
+#include "stream_store.h"
 #include <type_traits>
 
 namespace gsrender {
@@ -232,12 +233,22 @@ Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& ca
     const T* fp = feat.defined() ? feat.data_ptr<T>() : nullptr;
     T* op = out.data_ptr<T>();
     const int deg = static_cast<int>(degree);
+    // Wide outputs (D = 256: 104 MB at 100k Gaussians) streamed (stream_store.h), a row as its
+    // four leading values and then its features, 16 bytes at a time: rows of 16-byte multiples.
+    const bool stream = out.nbytes() >= size_t(cpu::kStreamMin) && (CH * sizeof(T)) % 16 == 0 &&
+                        reinterpret_cast<uintptr_t>(op) % 16 == 0;
     // one Gaussian's channels from its rgb (before the clamp)
     const auto write = [&](int64_t idx, int64_t n, const T* rgb) {
+      alignas(16) T head[4];
       T* o = op + idx * CH;
-      for (int ch = 0; ch < 3; ++ch) o[ch] = rgb[ch] < T(0) ? T(0) : rgb[ch];  // NaN stays
-      o[3] = dp[idx];
-      if (D > 0) std::memcpy(o + 4, fp + (per_camera ? idx : n) * D, sizeof(T) * D);
+      T* h = stream ? head : o;
+      for (int ch = 0; ch < 3; ++ch) h[ch] = rgb[ch] < T(0) ? T(0) : rgb[ch];  // NaN stays
+      h[3] = dp[idx];
+      const T* f = fp + (per_camera ? idx : n) * D;
+      if (stream)
+        cpu::stream_copy(o, head, 4), cpu::stream_copy(o + 4, f, D);
+      else if (D > 0)
+        std::memcpy(o + 4, f, sizeof(T) * D);
     };
     cpu::parallel_for(0, C * N, 2048, [&](int64_t begin, int64_t end) {
       int64_t c = begin / N, n = begin - c * N;  // (no division per Gaussian)
@@ -254,6 +265,7 @@ Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& ca
         write(idx, n, rgb);
         ++idx, ++n;
       }
+      if (stream) _mm_sfence();
     });
   });
   return out;
