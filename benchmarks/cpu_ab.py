@@ -1,5 +1,5 @@
 """Side-by-side A/B of two gsrender builds on issue 14's scene (benchmarks/cpu_render.py
-issue_scene / target_case): alternating subprocesses, one per build per round, so both see the
+issue_scene / target_cases): alternating subprocesses, one per build per round, so both see the
 same machine load; prints each build's medians over the rounds and the ratio (outside_ms: the
 forward's time outside its timed stages — input checks, glue, freeing its outputs). --stages: the
 per-Gaussian stages alone (project, sh, bin; benchmarks/cpu_stages_loop.py, the raster stubbed),
@@ -29,7 +29,7 @@ spec = importlib.util.spec_from_file_location("cpu_render", bench)
 cr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cr)
 sc = cr.issue_scene(n, 512)
-rows = [cr.target_case(sc, d, runs, 1, scalar=False, train=train) for d in ds]
+rows = cr.target_cases(sc, ds, runs, 1, train=train)
 if cpu:  # the forward's process CPU time (one thread: no barrier spins), less load-sensitive than wall
     import statistics, time, torch
     t = {k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}

@@ -310,45 +310,30 @@ def issue_scene(n: int, size: int, seed: int = 0, height: int | None = None) -> 
             "viewmat": torch.eye(4)[None], "K": torch.tensor([[[f, 0.0, size / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]]])}
 
 
-def _median_ms(fn, runs: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+def _ms(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
 
 
-def target_case(sc: dict, D: int, runs: int, warmup: int, scalar: bool, train: bool) -> dict:
-    """Forward (and stages, pairs), forward + backward (every input a leaf) and, when asked, the
-    scalar kernel's forward, for one scene and feature width D."""
+def target_cases(sc: dict, Ds, runs: int, warmup: int, scalar_ds=(), train: bool = True) -> list[dict]:
+    """Per feature width D of one scene: the forward (and its stages, pairs), the forward +
+    backward (every input a leaf) and, for D in scalar_ds, the scalar kernel's forward. Measured
+    interleaved: each of the runs rounds times every case once, in turn, so a slow stretch of a
+    shared machine falls on all of them alike rather than on one case's block of runs (the targets
+    are ratios between these cases); medians over the rounds, after warmup rounds."""
     size = int(sc["K"][0, 0, 2] * 2)
     t = {k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}
-    feats = torch.rand(t["means"].shape[0], D, generator=torch.Generator().manual_seed(D)) if D else None
+    leaves = {k: v.clone().requires_grad_(True) for k, v in t.items()}
     vm, K = sc["viewmat"], sc["K"]
-    row = {"n_gaussians": t["means"].shape[0], "size": size, "D": D}
-    with torch.no_grad():
-        row["fwd_ms"] = _median_ms(lambda: _render(t, feats, vm, K, size, size, "sorted", "auto", False),
-                                   runs, warmup)
-        # each profiled output dropped before the next run, as in the timed runs above: holding
-        # them all made every run fault in fresh pages for its outputs (at D = 256 the raster
-        # stage then read slower than the whole un-profiled forward)
-        metas = []
-        for _ in range(runs):
-            m = _render(t, feats, vm, K, size, size, "sorted", "auto", True).meta
-            metas.append({k: m[k] for k in ("timings_ms", "stats", "n_intersections")})
-        row["stages_ms"] = {s: statistics.median(m["timings_ms"][s] for m in metas) for s in STAGES}
-        st = metas[0]["stats"].sum(0).tolist()
-        row.update(pairs=int(metas[0]["n_intersections"]), pairs_listed=int(st[0]),
-                   pairs_computed=int(st[1]), pairs_contributing=int(st[2]))
-        if scalar:
-            row["scalar_fwd_ms"] = _median_ms(lambda: _render(t, feats, vm, K, size, size, "sorted", "fp32", False),
-                                              runs, warmup)
-    if train:
-        leaves = {k: v.clone().requires_grad_(True) for k, v in t.items()}
+
+    def case(D: int):
+        feats = torch.rand(t["means"].shape[0], D, generator=torch.Generator().manual_seed(D)) if D else None
         fleaf = feats.clone().requires_grad_(True) if D else None
+
+        @torch.no_grad()
+        def render(precision="auto", profile=False):
+            return _render(t, feats, vm, K, size, size, "sorted", precision, profile)
 
         def step():
             out = _render(leaves, fleaf, vm, K, size, size, "sorted", "auto", False)
@@ -358,8 +343,41 @@ def target_case(sc: dict, D: int, runs: int, warmup: int, scalar: bool, train: b
                     v.grad = None
             loss.backward()
 
-        row["fwd_bwd_ms"] = _median_ms(step, runs, warmup)
-    return row
+        def profiled():
+            # the output dropped before the next run, as in the timed runs: holding every profiled
+            # output made each run fault in fresh pages for its own (at D = 256 the raster stage
+            # then read slower than the whole un-profiled forward)
+            m = render(profile=True).meta
+            return {k: m[k] for k in ("timings_ms", "stats", "n_intersections")}
+
+        timed = {"fwd_ms": render}
+        if D in scalar_ds:
+            timed["scalar_fwd_ms"] = lambda: render(precision="fp32")
+        if train:
+            timed["fwd_bwd_ms"] = step
+        return timed, profiled
+
+    cases = {D: case(D) for D in Ds}
+    times = {D: {k: [] for k in timed} for D, (timed, _) in cases.items()}
+    metas = {D: [] for D in Ds}
+    for r in range(warmup + runs):
+        for D, (timed, profiled) in cases.items():
+            for k, fn in timed.items():
+                ms = _ms(fn)
+                if r >= warmup:
+                    times[D][k].append(ms)
+            if r >= warmup:
+                metas[D].append(profiled())
+    rows = []
+    for D in Ds:
+        m = metas[D]
+        st = m[0]["stats"].sum(0).tolist()
+        rows.append({"n_gaussians": t["means"].shape[0], "size": size, "D": D,
+                     **{k: statistics.median(v) for k, v in times[D].items()},
+                     "stages_ms": {s: statistics.median(x["timings_ms"][s] for x in m) for s in STAGES},
+                     "pairs": int(m[0]["n_intersections"]), "pairs_listed": int(st[0]),
+                     "pairs_computed": int(st[1]), "pairs_contributing": int(st[2])})
+    return rows
 
 
 def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
@@ -368,15 +386,14 @@ def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
     env = environment(config, "sorted")
     print(f"gsrender CPU targets ({config}): {env['cpu']}, {env['threads']} threads", file=sys.stderr)
     sc = issue_scene(n_small, size)
-    rows = []
-    for D in TARGET_DS:
-        rows.append(target_case(sc, D, runs, warmup, scalar=D in (0, 64), train=True))
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    rows = target_cases(sc, TARGET_DS, runs, warmup, scalar_ds=(0, 64))
+    for r in rows:
+        print(json.dumps(r), file=sys.stderr, flush=True)
     # the accumulation's own shapes: [256 pixels, K] × [K, CH] per 16-px tile, K = the scene's
     # Gaussians per tile (its tile–Gaussian pairs over its tiles)
     k = max(1, round(rows[0]["pairs"] / math.ceil(size / 16) ** 2))
     gemm = sgemm_gflops([4 + d for d in TARGET_DS], 1024 if config == "smoke" else 2048, k=k)
-    big = target_case(issue_scene(n_big, size), 0, max(3, runs // 2), warmup, scalar=False, train=False)
+    big, = target_cases(issue_scene(n_big, size), (0,), max(3, runs // 2), warmup, train=False)
     print(json.dumps(big), file=sys.stderr, flush=True)
     mem, mem_target = memory_target(config)
     env["loadavg_end"] = _loadavg()
