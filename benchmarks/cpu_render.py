@@ -10,7 +10,7 @@ away, log-normal scales with median e^-4 and σ 0.6 in log space, sigmoid-normal
 degree 3; a 512² pinhole camera with f = 500): 100k Gaussians for D ∈ {0, 16, 64, 256} (forward,
 forward + backward, stage times, the scalar kernel's forward side by side) and 1M Gaussians (RGB
 forward and its per-Gaussian stages' share), each the median of --runs (default 5) after a
-warm-up, and the peak resident memory of a forward + backward of 1M Gaussians at 1920×1080
+warm-up, the cases of a scene interleaved (each round runs every case once), and the peak resident memory of a forward + backward of 1M Gaussians at 1920×1080
 (benchmarks/cpu_memory.py, a fresh process), checked against the issue's targets; writes cpu_targets.json / .md and the plot of
 time against D (cpu_targets_vs_D.png) to --out.
 
