@@ -117,12 +117,16 @@ def test_float32_close_to_float64_and_zero_direction():
 def test_float32_degree3_lanes_bitwise_the_tensor_ops():
     """Degree 3 in float runs 8 Gaussians per vector (csrc/cpu/sh.cpp: shifted_sh3_lanes), the
     rest one by one: both give the tensor ops' bits (sh_fwd's scalar sh_eval, + 0.5, clamp_min),
-    also at a zero direction, NaN and huge coefficients, and N not a multiple of 8."""
+    also at a zero direction, huge coefficients (colours overflowing to Inf), and N not a multiple
+    of 8. A NaN coefficient is refused (the kernel checks them: render.py leaves it that check)."""
     for N in (45, 8, 3):
         means, vm, coeffs, depths, feats = (x.float() for x in _case(6, 3, C=3, N=N, D=2))
         campos = _campos(vm.double()).float()
         means[0] = campos[1]  # a zero view direction in camera 1
-        coeffs[1, 5, 0] = float("nan")
+        nan = coeffs.clone()
+        nan[1, 5, 0] = float("nan")
+        with pytest.raises(ValueError, match="coeffs .*contains NaN or Inf"):
+            ops.sh_channels(3, means, campos, nan, depths, feats)
         coeffs[2, 9] = 3e38
         got = ops.sh_channels(3, means, campos, coeffs, depths, feats)
         want = torch.clamp_min(ops.sh(3, means[None] - campos[:, None], coeffs) + 0.5, 0.0)

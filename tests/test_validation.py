@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import F32, random_scene
+from conftest import F32, every_cpu_isa, random_scene
 
 import gsrender
 from gsrender import _C, ops
@@ -264,3 +264,40 @@ def test_cuda_validate_false_call_makes_no_host_sync():
                       [0.05, 1.0, 1e-3], validate=False)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@every_cpu_isa
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=("f32", "f64"))
+@pytest.mark.parametrize("bad", ("nan", "inf", "-inf"))
+@pytest.mark.parametrize("where", ("coeffs", "features", "camera_features"))
+def test_sh_channels_kernel_checks_coeffs_and_features(dtype, bad, where, validation_off):
+    # The CPU's SH path leaves these two finite checks to ops.sh_channels' kernel (render.py):
+    # every Gaussian position (the 8-lane blocks, the scalar tail, a second camera's block,
+    # several threads' blocks), through rasterize and through the op.
+    g = torch.Generator().manual_seed(7)
+    N, C, D = 4099, 2, 5
+    means = torch.randn(N, 3, generator=g, dtype=dtype)
+    campos = torch.tensor([[0.0, 0.0, -4.0], [0.5, 0.0, -4.0]], dtype=dtype)
+    coeffs = 0.3 * torch.randn(N, 16, 3, generator=g, dtype=dtype)
+    depths = torch.rand(C, N, generator=g, dtype=dtype) + 1
+    feats = torch.rand(*((C,) if where == "camera_features" else ()), N, D, generator=g, dtype=dtype)
+    assert ops.sh_channels(3, means, campos, coeffs, depths, feats).isfinite().all()
+    name = "coeffs" if where == "coeffs" else "features"
+    for n in (0, 7, 8, 2047, 2048, 4095, N - 1):
+        x = (coeffs if where == "coeffs" else feats).clone()
+        if where == "coeffs":
+            x[n, n % 16, n % 3] = float(bad)
+        elif x.dim() == 3:
+            x[-1, n, n % D] = float(bad)  # the last camera's row
+        else:
+            x[n, n % D] = float(bad)
+        args = (x, feats) if where == "coeffs" else (coeffs, x)
+        with pytest.raises(ValueError, match=f"{name} .*contains NaN or Inf"):
+            ops.sh_channels(3, means, campos, args[0], depths, args[1])
+    s = random_scene(N=40, C=1, width=32, height=24, bg=False).cast(dtype)
+    sh = 0.3 * torch.randn(40, 16, 3, generator=g, dtype=dtype)
+    f = torch.rand(40, D, generator=g, dtype=dtype)
+    (sh if where == "coeffs" else f)[5, 1] = float(bad)
+    with pytest.raises(ValueError, match=f"{name} .*contains NaN or Inf"):
+        gsrender.rasterize(s.means, s.quats, s.scales, s.opacities, sh, s.viewmats, s.Ks, 32, 24,
+                           sh_degree=3, features=f)

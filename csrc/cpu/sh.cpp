@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <tuple>
 #include <vector>
@@ -224,6 +225,7 @@ Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& ca
   const Tensor means_c = means.contiguous(), campos_c = campos.contiguous(),
                coeffs_c = coeffs.contiguous(), depths_c = depths.contiguous();
   Tensor out = empty_host({C, N, CH}, means.options());  // [C, N, 4 + D]
+  std::atomic<bool> bad_coeffs{false}, bad_features{false};
   AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "sh_channels_fwd_cpu", [&] {
     using T = scalar_t;
     const T* mp = means_c.data_ptr<T>();
@@ -250,24 +252,42 @@ Tensor sh_channels_fwd_cpu(int64_t degree, const Tensor& means, const Tensor& ca
       else if (D > 0)
         std::memcpy(o + 4, f, sizeof(T) * D);
     };
+    // The SH coefficients and features must be finite: checked here, where the pass reads them
+    // anyway, rather than by render.py's separate reduction over them (192 MB of coefficients at
+    // 1M Gaussians). A worker's range in blocks of kCheckBlock Gaussians, each block's rows
+    // checked from L1 / L2 right after its pass (the coefficients in camera 0's blocks only).
+    constexpr int64_t kCheckBlock = 256;  // 48 KB of degree-3 float coefficients
     cpu::parallel_for(0, C * N, 2048, [&](int64_t begin, int64_t end) {
-      int64_t c = begin / N, n = begin - c * N;  // (no division per Gaussian)
-      for (int64_t idx = begin; idx < end;) {
-        if (n == N) n = 0, ++c;
-        const auto lane = [&](int l, const T* rgb) { write(idx + l, n + l, rgb); };
-        if (const int done = shifted_sh_lanes(deg, mp + 3 * n, pp + 3 * c, cp + n * K * 3, K * 3,
-                                              std::min(end - idx, N - n), lane)) {
-          idx += done, n += done;
-          continue;
+      for (int64_t b0 = begin; b0 < end; b0 += kCheckBlock) {
+        const int64_t b1 = std::min(end, b0 + kCheckBlock);
+        const int64_t c0 = b0 / N, n0 = b0 - c0 * N;
+        int64_t c = c0, n = n0;  // (no division per Gaussian)
+        for (int64_t idx = b0; idx < b1;) {
+          if (n == N) n = 0, ++c;
+          const auto lane = [&](int l, const T* rgb) { write(idx + l, n + l, rgb); };
+          if (const int done = shifted_sh_lanes(deg, mp + 3 * n, pp + 3 * c, cp + n * K * 3,
+                                                K * 3, std::min(b1 - idx, N - n), lane)) {
+            idx += done, n += done;
+            continue;
+          }
+          T rgb[3];
+          shifted_sh(deg, view_dir(mp + 3 * n, pp + 3 * c), cp + n * K * 3, rgb);
+          write(idx, n, rgb);
+          ++idx, ++n;
         }
-        T rgb[3];
-        shifted_sh(deg, view_dir(mp + 3 * n, pp + 3 * c), cp + n * K * 3, rgb);
-        write(idx, n, rgb);
-        ++idx, ++n;
+        if (c0 == 0 && cpu::any_nonfinite(cp + n0 * K * 3, (std::min(b1, N) - n0) * K * 3))
+          bad_coeffs.store(true, std::memory_order_relaxed);
+        const bool feat_rows = D > 0 && (per_camera || c0 == 0);  // shared [N, D]: camera 0's
+        const int64_t f0 = per_camera ? b0 : n0, f1 = per_camera ? b1 : std::min(b1, N);
+        if (feat_rows && cpu::any_nonfinite(fp + f0 * D, (f1 - f0) * D))
+          bad_features.store(true, std::memory_order_relaxed);
       }
       if (stream) _mm_sfence();
     });
   });
+  TORCH_CHECK_VALUE(!bad_coeffs.load(), "coeffs (the SH coefficients: rasterize's colors) "
+                                        "contains NaN or Inf");
+  TORCH_CHECK_VALUE(!bad_features.load(), "features contains NaN or Inf");
   return out;
 }
 

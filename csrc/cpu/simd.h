@@ -4,6 +4,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 // GSR_CPU_CLONES (GCC target_clones, fixed once per process by the loader) is replaced by isa.h:
 // drop it from a function; the function runs in the active ISA's copy when reached from a
@@ -23,6 +25,32 @@ typedef int32_t i8 __attribute__((vector_size(32)));
 constexpr int kLanes = 8;
 
 __attribute__((always_inline)) inline f8 splat(float v) { return f8{v, v, v, v, v, v, v, v}; }
+
+// Whether any of p[0, n) is NaN or ±Inf: its exponent bits all ones. 32 bytes at a time as
+// integer lanes (GCC did not vectorise the plain loop: as slow as a pass from memory), ORing
+// each lane's test; the tail one by one.
+template <typename T>
+inline bool any_nonfinite(const T* p, int64_t n) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  typedef U UV __attribute__((vector_size(32)));
+  constexpr int kPer = 32 / sizeof(T);
+  constexpr U kExp = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  UV bad{};
+  int64_t i = 0;
+  for (; i + kPer <= n; i += kPer) {
+    UV b;
+    std::memcpy(&b, p + i, sizeof(UV));
+    bad |= UV((b & kExp) == kExp);
+  }
+  U any = 0;
+  for (int l = 0; l < kPer; ++l) any |= bad[l];
+  for (; i < n; ++i) {
+    U b;
+    std::memcpy(&b, p + i, sizeof(U));
+    any |= (b & kExp) == kExp;
+  }
+  return any != 0;
+}
 
 // exp(x) for x <= 0 (x > 0 gives 1: the α cap 0.99 is below it), 0 below -87. The α it serves
 // only matters on [ln(1/255), 0] (α = exp(ln o − σ) is zeroed below 1/255 and capped at 0.99), so
