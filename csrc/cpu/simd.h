@@ -27,8 +27,8 @@ constexpr int kLanes = 8;
 __attribute__((always_inline)) inline f8 splat(float v) { return f8{v, v, v, v, v, v, v, v}; }
 
 // Whether any of p[0, n) is NaN or ±Inf: its exponent bits all ones. 32 bytes at a time as
-// integer lanes (GCC did not vectorise the plain loop: as slow as a pass from memory), ORing
-// each lane's test; the tail one by one.
+// integer lanes, ORing each lane's test (no float sum whose order would have to be kept); the
+// tail one by one.
 template <typename T>
 inline bool any_nonfinite(const T* p, int64_t n) {
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
