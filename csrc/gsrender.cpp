@@ -2,11 +2,13 @@
 // TORCH_LIBRARY_IMPL in csrc/cpu/*.cpp and csrc/cuda/*.cu; Python adds fake (meta) impls and
 // autograd in gsrender/ops.py.
 #include <Python.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/library.h>
 
 #include <cstring>
 #include <stdexcept>
 
+#include "cpu/gaussian_checks.h"
 #include "cpu/host_blocks.h"
 #include "cpu/isa.h"
 #include "gsrender/common.h"
@@ -105,6 +107,26 @@ PyObject* py_plan_raster(PyObject*, PyObject* args) {
                        static_cast<long long>(plan.backward));
 }
 
+// gaussian_faults(means, quats, scales, opacities) -> int: render.py's value checks of the
+// Gaussians on the CPU in one pass (cpu/gaussian_checks.h: the bits).
+PyObject* py_gaussian_faults(PyObject*, PyObject* args) {
+  PyObject* t[4];
+  if (!PyArg_ParseTuple(args, "OOOO", &t[0], &t[1], &t[2], &t[3])) return nullptr;
+  for (PyObject* x : t)
+    if (!THPVariable_Check(x)) {
+      PyErr_SetString(PyExc_TypeError, "gaussian_faults(means, quats, scales, opacities) takes tensors");
+      return nullptr;
+    }
+  try {
+    return PyLong_FromUnsignedLong(gsrender::gaussian_faults(
+        THPVariable_Unpack(t[0]), THPVariable_Unpack(t[1]), THPVariable_Unpack(t[2]),
+        THPVariable_Unpack(t[3])));
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
 PyObject* py_validation(PyObject*, PyObject*) { return PyBool_FromLong(gsrender::validation_enabled()); }
 
 PyObject* py_set_validation(PyObject*, PyObject* arg) {
@@ -142,6 +164,8 @@ PyMethodDef methods[] = {
     {"plan_raster", py_plan_raster, METH_VARARGS,
      "plan_raster(precision, sorted, deterministic, cuda, float32, tile_size, cc_major) -> "
      "(forward, backward): the kernels rasterize_fwd would plan for that target"},
+    {"gaussian_faults", py_gaussian_faults, METH_VARARGS,
+     "gaussian_faults(means, quats, scales, opacities) -> int: the Gaussians' faults (CPU)"},
     {"validation", py_validation, METH_NOARGS,
      "validation() -> bool: whether CUDA calls check tensor values (gsrender/validation.h)"},
     {"set_validation", py_set_validation, METH_O,

@@ -3,6 +3,7 @@ validation, so that a default CUDA call makes no host sync (csrc/include/gsrende
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -301,3 +302,53 @@ def test_sh_channels_kernel_checks_coeffs_and_features(dtype, bad, where, valida
     with pytest.raises(ValueError, match=f"{name} .*contains NaN or Inf"):
         gsrender.rasterize(s.means, s.quats, s.scales, s.opacities, sh, s.viewmats, s.Ks, 32, 24,
                            sh_degree=3, features=f)
+
+
+@every_cpu_isa
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=("f32", "f64"))
+def test_gaussian_faults_one_pass(dtype):
+    # The CPU checks the Gaussians' values in one pass (_C.gaussian_faults, render.py): each fault
+    # at Gaussians inside and at the ends of the vector chunks, the 1024-Gaussian blocks and the
+    # threads' ranges, found alone, and rasterize raising its message.
+    from gsrender.render import _GAUSSIAN_FAULTS
+
+    g = torch.Generator().manual_seed(11)
+    N = 5003
+    base = {"means": torch.randn(N, 3, generator=g, dtype=dtype),
+            "quats": torch.randn(N, 4, generator=g, dtype=dtype),
+            "scales": torch.rand(N, 3, generator=g, dtype=dtype) + 0.01,
+            "opacities": torch.rand(N, generator=g, dtype=dtype)}
+    order = ("means", "quats", "scales", "opacities")
+    assert _C.gaussian_faults(*base.values()) == 0
+    faults = [(name, v, bit) for bit, name in enumerate(order)
+              for v in (float("nan"), float("inf"), -float("inf"))]
+    faults += [("scales", 0.0, 4), ("scales", -1e-30, 4), ("quats", 0.0, 5), ("opacities", -1e-7, 6),
+               ("opacities", 1.0001, 6)]
+    for name, v, bit in faults:
+        for n in (0, 1, 7, 1023, 1024, 2501, N - 1):
+            t = dict(base)
+            t[name] = t[name].clone()
+            if name == "quats" and v == 0.0:
+                t[name][n] = 0.0  # a zero quaternion: every component
+            elif name == "opacities":
+                t[name][n] = v
+            else:
+                t[name][n, n % t[name].shape[1]] = v
+            assert _C.gaussian_faults(*(t[k] for k in order)) == 1 << bit, (name, v, n)
+    # the bound of a zero quaternion is |q| < 1e-12, as the tensor form's
+    t = dict(base, quats=base["quats"].clone())
+    t["quats"][9] = torch.tensor([1e-13, 0.0, 0.0, 0.0], dtype=dtype)
+    assert _C.gaussian_faults(*(t[k] for k in order)) == 1 << 5
+    t["quats"][9] = torch.tensor([2e-12, 0.0, 0.0, 0.0], dtype=dtype)
+    assert _C.gaussian_faults(*(t[k] for k in order)) == 0
+    s = random_scene(N=40, C=1, width=32, height=24, bg=False).cast(dtype)
+    for bit, message in enumerate(_GAUSSIAN_FAULTS):
+        t = {"means": s.means.clone(), "quats": s.quats.clone(), "scales": s.scales.clone(),
+             "opacities": s.opacities.clone()}
+        name = order[bit] if bit < 4 else ("scales", "quats", "opacities")[bit - 4]
+        t[name].view(-1)[5] = float("nan") if bit < 4 else (-1.0 if name != "quats" else 1.0)
+        if bit == 5:
+            t["quats"][3] = 0.0
+        with pytest.raises(ValueError, match=re.escape(message)):
+            gsrender.rasterize(t["means"], t["quats"], t["scales"], t["opacities"], s.colors,
+                               s.viewmats, s.Ks, 32, 24)
