@@ -18,23 +18,8 @@
 namespace gsrender {
 namespace {
 
-// 32-byte vectors of T (GCC's vector extensions: every ISA copy, two halves in the baseline's).
-// (a struct's typedef: GCC drops the attribute from an alias template)
-template <typename T>
-struct Vec32Of {
-  typedef T V __attribute__((vector_size(32)));
-};
-template <typename T>
-using Vec32 = typename Vec32Of<T>::V;
-template <typename T>
-constexpr int kPer32 = 32 / sizeof(T);
-
-// Lane-wise min and max of x into lo, hi.
-template <typename T>
-inline void min_max(const Vec32<T>& x, Vec32<T>& lo, Vec32<T>& hi) {
-  lo = x < lo ? x : lo;
-  hi = x > hi ? x : hi;
-}
+using cpu::kPer32;
+using cpu::Vec32;
 
 // min and max of p[0, n) (finite values).
 template <typename T>
@@ -43,7 +28,8 @@ void range_of(const T* p, int64_t n, T& lo, T& hi) {
   int64_t i = 0;
   for (; i + kPer32<T> <= n; i += kPer32<T>) {
     std::memcpy(&x, p + i, sizeof(x));
-    min_max<T>(x, vlo, vhi);
+    vlo = x < vlo ? x : vlo;
+    vhi = x > vhi ? x : vhi;
   }
   for (int l = 0; l < kPer32<T>; ++l) lo = std::min(lo, vlo[l]), hi = std::max(hi, vhi[l]);
   for (; i < n; ++i) lo = std::min(lo, p[i]), hi = std::max(hi, p[i]);
@@ -53,7 +39,7 @@ void range_of(const T* p, int64_t n, T& lo, T& hi) {
 template <typename T>
 T least_norm2(const T* q, int64_t n) {
   constexpr int kQuats = kPer32<T> / 4;
-  Vec32<T> lo = Vec32<T>{} + std::numeric_limits<T>::infinity(), hi = -lo, x;
+  Vec32<T> lo = Vec32<T>{} + std::numeric_limits<T>::infinity(), x;
   int64_t i = 0;
   for (; i + kQuats <= n; i += kQuats) {
     std::memcpy(&x, q + 4 * i, sizeof(x));
@@ -65,7 +51,7 @@ T least_norm2(const T* q, int64_t n) {
       x += __builtin_shufflevector(x, x, 1, 0, 3, 2);
       x += __builtin_shufflevector(x, x, 2, 3, 0, 1);
     }
-    min_max<T>(x, lo, hi);
+    lo = x < lo ? x : lo;
   }
   T least = std::numeric_limits<T>::infinity();
   for (int l = 0; l < kPer32<T>; ++l) least = std::min(least, lo[l]);

@@ -55,8 +55,7 @@ void stable_sort_by_key(K* keys, int32_t* vals, int64_t n, K* tk, int32_t* tv) {
   // Only the bits some two keys differ in need passes: those below the highest bit of
   // OR_i (k_i ^ k_0) (depths of one tile share sign, exponent and leading mantissa bits). They
   // are cut into equal digits of at most 12 bits where n amortises a 4096-bucket histogram
-  // (2 passes for up to 24 varying bits, not 3),
-  // else at most 8. bin_tiles at 1M, one thread, alternated builds, three rounds: 11-bit digits
+  // (2 passes for up to 24 varying bits, not 3), else at most 8. bin_tiles at 1M, one thread, alternated builds, three rounds: 11-bit digits
   // 90.6 / 91.9 / 91.5 ms, 12-bit 88.9 / 90.7 / 89.0; at 400k (~1,300 pairs a tile) 32.8 / 33.1 /
   // 37.5 against 32.4 / 32.3 / 32.9.
   K diff = 0;

@@ -26,14 +26,25 @@ constexpr int kLanes = 8;
 
 __attribute__((always_inline)) inline f8 splat(float v) { return f8{v, v, v, v, v, v, v, v}; }
 
+// 32 bytes of T as a GCC vector (every ISA copy; two halves in the baseline's). A struct's
+// typedef: GCC drops the attribute from an alias template.
+template <typename T>
+struct Vec32Of {
+  typedef T V __attribute__((vector_size(32)));
+};
+template <typename T>
+using Vec32 = typename Vec32Of<T>::V;
+template <typename T>
+constexpr int kPer32 = 32 / sizeof(T);
+
 // Whether any of p[0, n) is NaN or ±Inf: its exponent bits all ones. 32 bytes at a time as
 // integer lanes, ORing each lane's test (no float sum whose order would have to be kept); the
 // tail one by one.
 template <typename T>
 inline bool any_nonfinite(const T* p, int64_t n) {
   using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  typedef U UV __attribute__((vector_size(32)));
-  constexpr int kPer = 32 / sizeof(T);
+  using UV = Vec32<U>;
+  constexpr int kPer = kPer32<T>;
   constexpr U kExp = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
   UV bad{};
   int64_t i = 0;
