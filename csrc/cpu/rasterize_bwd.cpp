@@ -264,12 +264,46 @@ BwdScratch<T> make_scratch(int64_t CH) {
   return s;
 }
 
+// For each Gaussian g the first and last of the chunks (tiles [tb[w], tb[w + 1])) that can touch
+// it: those holding the first and last tile, in row-major order, of its support box clipped to
+// the image. A tile's set-up keeps g only where the box meets the tile (support_meets_tile), so
+// no other chunk touches it, whatever the lists hold. One pass over the Gaussians, from
+// prepare_gaussians' boxes, where reading every list entry (at random, by id) took 2.2 ms at
+// 100k Gaussians and 20 ms at 1M; tables, not a division and a search per Gaussian, which cost
+// more than the rest of the pass. Gaussians no pixel sees get chunk 0 for both.
+template <typename T>
+void chunk_span(const RasterArgs<T>& a, const RowGaussian<T>* gs, const std::vector<int64_t>& tb,
+                HostVector<int32_t>& first, HostVector<int32_t>& last) {
+  const int64_t tiles_per_cam = int64_t(a.TH) * a.TW, G = a.C * a.N;
+  std::vector<int32_t> col(a.width), row(a.height), chunk_of(a.C * tiles_per_cam);
+  for (int x = 0; x < a.width; ++x) col[x] = x / a.tile_size;
+  for (int y = 0; y < a.height; ++y) row[y] = y / a.tile_size * a.TW;
+  for (size_t w = 0; w + 1 < tb.size(); ++w)
+    for (int64_t t = tb[w]; t < tb[w + 1]; ++t) chunk_of[t] = int32_t(w);
+  first.resize(G), last.resize(G);
+  cpu::parallel_for(0, G, 2048, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1;) {
+      const int64_t cam = g / a.N, cam_end = std::min(g1, (cam + 1) * a.N);
+      const int32_t* cam_chunk = chunk_of.data() + cam * tiles_per_cam;
+      for (; g < cam_end; ++g) {
+        const RowGaussian<T>& q = gs[g];
+        const int x0 = std::max(q.box.x0, 0), x1 = std::min(q.box.x1, a.width - 1);
+        const int y0 = std::max(q.box.y0, 0), y1 = std::min(q.box.y1, a.height - 1);
+        const bool unseen = !(q.bound > -INFINITY) || x0 > x1 || y0 > y1;
+        first[g] = unseen ? 0 : cam_chunk[row[y0] + col[x0]];
+        last[g] = unseen ? 0 : cam_chunk[row[y1] + col[x1]];
+      }
+    }
+  });
+}
+
 // The default reduction, with no atomics: the tiles are split into contiguous chunks (one with
 // one thread, 4 per thread otherwise) holding about the same number of list entries (a chunk's
-// entries are one contiguous run of flatten_ids). A Gaussian listed by one chunk only is summed straight into v_colors and
+// entries are one contiguous run of flatten_ids). A Gaussian only one chunk can touch
+// (chunk_span) is summed straight into v_colors and
 // its row of `packed` (its 2D-parameter fields, det_pass.h's order, in one vector: one cache line
 // per entry where five output arrays cost five random lines) by the thread running it, tile by
-// tile; one listed by several chunks (a chunk boundary crosses it) gets a row per chunk in
+// tile; one several chunks can touch (a chunk boundary crosses its box) gets a row per chunk in
 // `shared` ([rows, kDetFields + CH], det_pass.h's layout), summed in chunk order at the end, when
 // `packed` is unpacked into the outputs. For a given thread count every sum has a fixed order, so
 // repeated runs agree bit for bit (gradcheck's reentrancy check); deterministic=true is also
@@ -297,39 +331,45 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
     }
     tb[w] = lo;
   }
-  const auto entries = [&](int64_t w) {  // chunk w's run of flatten_ids
-    return std::pair<int64_t, int64_t>(tb[w] < n_tiles ? a.tile_start(tb[w]) : a.M,
-                                       tb[w + 1] < n_tiles ? a.tile_start(tb[w + 1]) : a.M);
-  };
-  // The first and last chunk listing each Gaussian; for one listed by several, chunk w's row
-  // of `shared` is base[g] − W + w (base 0: one chunk's alone, summed straight into the outputs).
+  // The first and last chunk that can touch each Gaussian; for one several can, chunk w's row
+  // of `shared` is base[g] − W + w (> 0); base[g] = −1 − w for one only chunk w can touch,
+  // summed straight into the outputs. The tasks check that it is w that touches such a one, and
+  // that a shared row is inside `shared` (a row of another Gaussian fails the gradient tests).
   HostVector<int32_t> first, last;  // (per-Gaussian arrays: cached blocks, HostAlloc)
   HostVector<int64_t> base;
   int64_t n_rows = 0;
   if (W > 1) {
-    first.assign(G, int32_t(W)), last.assign(G, -1);
-    cpu::parallel_for(0, W, 1, [&](int64_t w0, int64_t w1) {
-      for (int64_t w = w0; w < w1; ++w) {
-        const auto [e0, e1] = entries(w);
-        for (int64_t e = e0; e < e1; ++e) {
-          const int32_t g = a.flatten_ids[e], v = int32_t(w);
-          int32_t cur = __atomic_load_n(&first[g], __ATOMIC_RELAXED);
-          while (v < cur && !__atomic_compare_exchange_n(&first[g], &cur, v, true,
-                                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
-          cur = __atomic_load_n(&last[g], __ATOMIC_RELAXED);
-          while (v > cur && !__atomic_compare_exchange_n(&last[g], &cur, v, true,
-                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
-        }
+    chunk_span(a, gs, tb, first, last);
+    base.resize(G);
+    // the rows in Gaussian order: a count per block of Gaussians, their prefix, then the bases
+    constexpr int64_t kBlock = 4096;
+    const int64_t n_blocks = (G + kBlock - 1) / kBlock;
+    std::vector<int64_t> rows(n_blocks + 1, 0);  // rows[b + 1]: block b's, then the prefix
+    const auto span_rows = [&](int64_t g) { return first[g] < last[g] ? last[g] - first[g] + 1 : 0; };
+    const auto blocks = [&](auto&& fn) {
+      cpu::parallel_for(0, n_blocks, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) fn(b, b * kBlock, std::min(G, (b + 1) * kBlock));
+      });
+    };
+    blocks([&](int64_t b, int64_t g0, int64_t g1) {
+      int64_t n = 0;
+      for (int64_t g = g0; g < g1; ++g) n += span_rows(g);
+      rows[b + 1] = n;
+    });
+    for (int64_t b = 0; b < n_blocks; ++b) rows[b + 1] += rows[b];
+    n_rows = rows.back();
+    blocks([&](int64_t b, int64_t g0, int64_t g1) {
+      for (int64_t g = g0, r = rows[b]; g < g1; ++g) {
+        const int64_t n = span_rows(g);
+        base[g] = n ? r + W - first[g] : -1 - first[g], r += n;
       }
     });
-    base.assign(G, 0);
-    for (int64_t g = 0; g < G; ++g)
-      if (first[g] < last[g]) base[g] = n_rows + W - first[g], n_rows += last[g] - first[g] + 1;
   }
   HostVector<T> shared(size_t(n_rows) * stride, T(0));
   using V = typename Lanes<T>::V;
   LaneVector<V> packed(G, V{});  // [G]: the one-chunk Gaussians' 2D-parameter fields
   std::vector<T> bg(size_t(W) * a.C * CH, T(0));  // [W, C, CH]: each chunk's v_backgrounds
+  std::atomic<bool> misplaced{false};  // a chunk touched a Gaussian chunk_span did not give it
   cpu::parallel_tasks(W, [&](const auto& take) {
     BwdScratch<T> s = make_scratch<T>(CH);
     for (int64_t w; (w = take()) < W;) {
@@ -352,12 +392,18 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
           const int64_t id = s.tile.kept[k].id;
           const V& g = s.sum2d[j];
           const T* d = s.v_color.data() + k * s.chp;
-          if (W == 1 || base[id] == 0) {  // this chunk's alone
+          if (W == 1 || base[id] < 0) {  // this chunk's alone
+            if (W > 1 && base[id] != -1 - w) misplaced.store(true, std::memory_order_relaxed);
             packed[id] += g;
             T* dst = io.v_colors + id * CH;
             for (int64_t c = 0; c < CH; ++c) dst[c] += d[c];
           } else {
-            T* r = shared.data() + (base[id] - W + w) * stride;
+            const int64_t row = base[id] - W + w;
+            if (row < 0 || row >= n_rows) {
+              misplaced.store(true, std::memory_order_relaxed);
+              continue;
+            }
+            T* r = shared.data() + row * stride;
             for (int f = 0; f < kDetFields; ++f) r[f] += g[f];
             for (int64_t c = 0; c < CH; ++c) r[kDetFields + c] += d[c];
           }
@@ -365,6 +411,8 @@ void backward_chunked(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Ra
       }
     }
   });
+  TORCH_CHECK(!misplaced.load(), "rasterize_bwd (CPU): a tile touched a Gaussian outside the "
+                                 "chunks its support box spans (an internal error)");
   const DetOut<T> out{io.v_means2d, io.v_conics, io.v_opacities, io.v_colors, io.v_depths, CH};
   const DetPass all = det_pass(std::max<int64_t>(CH, 1), 0, CH);
   cpu::parallel_for(0, G, 2048, [&](int64_t g0, int64_t g1) {
