@@ -1,10 +1,10 @@
 // CPU backward rasterizer (docs/design.md §4 backward), on the forward's 8-pixel row segments:
-// per tile row, recompute the forward's α and transmittance in one front-to-back pass, v_W = G·F
-// and v_F += Wᵀ·G over each segment's contributing pairs as register-blocked products (gemm.h),
-// then its pairs back to front: v_A from the carried suffix sums, and the elementwise chain to
-// the 2D parameters, as vectors over the pixels. Per-tile partial gradients are reduced locally and
-// added to the outputs once per (tile, Gaussian), with no atomics (backward_chunked: the same
-// bits run to run for a given thread count); with deterministic=true they go to per-entry rows
+// per tile row and segment, v_W = G·F for the segment's pairs as a register-blocked product
+// (gemm.h), then one front-to-back walk recomputing the forward's α and transmittance and taking
+// each pair's v_A (the suffix sum from the forward output's share, composite.h kFrontToBack) and
+// the elementwise chain to the 2D parameters as vectors over the pixels, then v_F += Wᵀ·G.
+// Per-tile partial gradients are reduced locally and added to the outputs once per (tile,
+// Gaussian), with no atomics (backward_chunked: the same bits run to run for a given thread count); with deterministic=true they go to per-entry rows
 // instead and a fixed-order reduction sums them (gsrender/det_reduce.h), so the result is the
 // same bit for bit whatever the thread count.
 #include "pixel_contraction.h"  // first: it sets the compile options of all that follows
@@ -33,12 +33,11 @@ struct BwdScratch {
   int32_t n = 0;                 // the tile's list length
   int64_t chp = 0;               // CH rounded up to whole CW vectors: the stride of g and v_color
   std::vector<int32_t> list;     // [segments, cap]: a row's tile entries per segment
-  std::vector<int32_t> ent;      // [segments, cap]: tile entries of a row's contributing pairs
-  LaneVector<V> ent_al, ent_tr;  // [segments, cap]: their α (0 where a lane does not
-                                  // contribute) and the transmittance before them
-  LaneVector<V> ent_w, ent_v_w;    // [segments, cap]: their weights and dL/dw per pixel, G·f
-  std::vector<const T*> ent_rows;  // [segments, cap]: their feature rows
-  std::vector<T*> ent_v_rows;       // [segments, cap]: their rows of v_color
+  // One segment's pairs up to its last contributor ([cap]): their feature rows and dL/dw = G·f
+  // per pixel; its contributing pairs' weights and rows of v_color, for v_F += Wᵀ·G.
+  std::vector<const T*> ent_rows;
+  LaneVector<V> ent_v_w, ent_w;
+  std::vector<T*> ent_v_rows;
   LineVector<T> g;               // [segments, 8, chp] upstream gradient per pixel (pixel-major)
   LaneVector<V> gt;              // [segments, CH] the same, channel-major (pair_dots)
   LaneVector<typename PairLanes<T>::V> g2;  // [segments, pairs(CH)] or in channel pairs
@@ -63,24 +62,26 @@ static_assert(kDetMeanX == 0 && kDetMeanY == 1 && kDetConicA == 2 && kDetConicB 
                   kDetConicC == 4 && kDetOpacity == 5 && kDetDepth == 6 && kDetFields <= kLanes,
               "BwdScratch::sum2d and packed: det_pass.h's fields in order, in one vector");
 
-// One image row of a tile, backward: the row's Gaussians front to back recompute α and the
-// transmittance as the forward did (8 pixels a vector, each lane up to its last contributor),
-// v_W = G·F and v_F += Wᵀ·G over each segment's contributing pairs, then each segment walks them
-// back to front: the suffix sums and the α chain as vectors over its pixels.
+// One image row of a tile, backward, one walk per segment: dL/dw = G·f for the segment's pairs
+// up to its last contributor (a register-blocked product, gemm.h), then the pairs front to back
+// recompute α and the transmittance as the forward did (8 pixels a vector, each lane up to its
+// last contributor) and take their gradients on the way: the suffix sum runs front to back from
+// S_total, the forward output's share (CompositorGrad kFrontToBack), so no pair is stored for a
+// second walk back; then v_F += Wᵀ·G over the contributing pairs (gemm.h).
 template <typename T>
 void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, const int32_t* items, int n_items,
                   BwdScratch<T>& s, const RasterBwdIO<T>& io) {
   const int64_t chp = s.chp;
   using V = typename Lanes<T>::V;
   using M = typename Lanes<T>::M;
+  using Grad = CompositorGrad<V, T, /*kFrontToBack=*/true>;
   const int64_t CH = a.CH;
   const bool sorted = a.sorted;
   const RowSegments<T> seg(s.tile.x0, s.tile.x1, y);
   const int nseg = seg.n;
   const T* bg = a.backgrounds ? a.backgrounds + cam * CH : nullptr;
-  CompositorGrad<V, T> grad[kMaxSegments];
+  Grad grad[kMaxSegments];
   M last[kMaxSegments];
-  int ne[kMaxSegments];
   s.g.assign(size_t(nseg) * kLanes * chp, T(0));
   const int64_t npairs = PairLanes<T>::pairs(CH);
   if (s.wide)
@@ -91,20 +92,15 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
     const int sx = seg.first_pixel(sg), nvalid = seg.width(sg);
     grad[sg] = {sorted};
     last[sg] = M{};
-    ne[sg] = 0;
     for (int l = 0; l < nvalid; ++l) {
       const int64_t pix = (cam * a.height + y) * a.width + sx + l;
       T* gp = s.g.data() + (size_t(sg) * kLanes + l) * chp;
       const T* vr = io.v_render + pix * CH;
+      const T* out = io.render + pix * CH;
       last[sg][l] = io.last_ids[pix] - start;
-      CompositorGrad<T> pg{sorted};
+      CompositorGrad<T, T, true> pg{sorted};
       pg.start(io.aux[pix], io.alphas[pix], io.v_alphas[pix]);
-      if (pg.seeds_from_channels(bg != nullptr)) {
-        const T* out = io.render + pix * CH;
-        for (int64_t c = 0; c < CH; ++c) gp[c] = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
-      } else {
-        for (int64_t c = 0; c < CH; ++c) gp[c] = pg.gradient(vr[c]);
-      }
+      for (int64_t c = 0; c < CH; ++c) gp[c] = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
       if (s.wide) {  // channels 2j, 2j + 1: pair j, lanes 2l, 2l + 1 (an odd CH's last pair
                      // ends in gp's zero padding)
         T* g2 = reinterpret_cast<T*>(s.g2.data() + size_t(sg) * npairs) + 2 * l;
@@ -122,65 +118,48 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
     if (!sorted) last[sg] = seg.inside[sg] & (M{} + s.n);  // weighted: every listed Gaussian
   }
   const size_t cap = static_cast<size_t>(n_items);
-  if (s.ent.size() < nseg * cap)
-    s.ent.resize(nseg * cap), s.ent_al.resize(nseg * cap), s.ent_tr.resize(nseg * cap),
-        s.ent_w.resize(nseg * cap), s.ent_v_w.resize(nseg * cap), s.ent_rows.resize(nseg * cap),
-        s.ent_v_rows.resize(nseg * cap), s.list.resize(nseg * cap);
-
-  // Front to back per segment: α and T before each pair, exactly as the forward computed them,
-  // up to the segment's last contributor (the buckets are in list order); then, over all its
-  // contributing pairs, dL/dw = G·f and v_F += Wᵀ·G as register-blocked products (gemm.h).
+  if (s.list.size() < nseg * cap) s.list.resize(nseg * cap);
+  if (s.ent_rows.size() < cap)
+    s.ent_rows.resize(cap), s.ent_v_w.resize(cap), s.ent_w.resize(cap), s.ent_v_rows.resize(cap);
   int count[kMaxSegments];
   seg.bucket(s.tile, y - s.tile.y0, s.list.data(), cap, count);
   const auto row_of = s.feats.rows_of(CH);
+  const TileEntry<T>* kept = s.tile.kept.data();
+  V* const v_ws = s.ent_v_w.data();
+  V* const ws = s.ent_w.data();
+  const T** const rows = s.ent_rows.data();
+  T** const v_rows = s.ent_v_rows.data();
   for (int sg = 0; sg < nseg; ++sg) {
     const int32_t* list = s.list.data() + sg * cap;
     int32_t end = 0;  // past every lane's last contributor (last = 0 on invalid lanes)
     for (int l = 0; l < kLanes; ++l) end = std::max<int32_t>(end, int32_t(last[sg][l]));
+    // the segment's pairs up to it (the buckets are in list order) and dL/dw = G·f for each
+    int nq = 0;
+    for (; nq < count[sg] && kept[list[nq]].i < end; ++nq) rows[nq] = row_of(list[nq]);
+    if (s.wide)
+      pair_dots_paired<T>(v_ws, rows, s.g2.data() + size_t(sg) * npairs, CH, nq);
+    else
+      pair_dots<T>(v_ws, rows, s.gt.data() + size_t(sg) * CH, CH, nq);
     Compositor<V, M, T> comp{sorted};
-    for (int q = 0; q < count[sg]; ++q) {
-      const TileEntry<T>& en = s.tile.kept[list[q]];
-      if (en.i >= end) break;
+    Grad gr = grad[sg];  // (a copy: its suffix sum stays in a register across the walk)
+    int ne = 0;  // the contributing pairs' weights and v_color rows, for v_F += Wᵀ·G
+    for (int q = 0; q < nq; ++q) {
+      const int32_t kk = list[q];
+      const TileEntry<T>& en = kept[kk];
       const RowGaussian<T>& g = en.g;
       const M live = (M{} + en.i) < last[sg];
-      const V al = en.row_alpha(seg.py)(seg.px[sg]);
-      const M c = live & (al != T(0));
-      const size_t e = sg * cap + ne[sg];  // kept only when some lane contributes
-      s.ent[e] = list[q], s.ent_al[e] = c ? al : V{}, s.ent_tr[e] = comp.trans;
-      s.ent_w[e] = comp.advance(c, al, V{} + g.phi);
-      s.ent_rows[e] = row_of(list[q]);
-      s.ent_v_rows[e] = s.v_color.data() + static_cast<int64_t>(list[q]) * chp;
-      ne[sg] += any_lane(c);
-    }
-    if (s.wide)
-      pair_dots_paired<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
-                          s.g2.data() + size_t(sg) * npairs, CH, ne[sg]);
-    else
-      pair_dots<T>(s.ent_v_w.data() + sg * cap, s.ent_rows.data() + sg * cap,
-                   s.gt.data() + size_t(sg) * CH, CH, ne[sg]);
-    T* const* v_rows = s.ent_v_rows.data() + sg * cap;
-    const T* w = reinterpret_cast<const T*>(s.ent_w.data() + sg * cap);
-    const T* g = s.g.data() + size_t(sg) * kLanes * chp;
-    if (s.wide)
-      pair_outer<T, kWideChannels<T>>(v_rows, w, g, chp, ne[sg]);
-    else
-      pair_outer<T, kLanes>(v_rows, w, g, chp, ne[sg]);
-  }
-
-  // Back to front per segment (the order matters only for the sorted suffix sums).
-  for (int sg = 0; sg < nseg; ++sg) {
-    for (int k = ne[sg] - 1; k >= 0; --k) {
-      const size_t e = sg * cap + k;
-      const int32_t kk = s.ent[e];  // its kept entry
-      const RowGaussian<T>& g = s.tile.kept[kk].g;
-      const V al = s.ent_al[e];
-      const V w = s.ent_w[e];
-      const V v_w = s.ent_v_w[e];  // dL/dw per pixel: G·f
+      const V raw = en.row_alpha(seg.py)(seg.px[sg]);
+      const M on = live & (raw != T(0));
+      if (!any_lane(on)) continue;
+      const V al = on ? raw : V{};  // 0 where the lane does not contribute
+      const V t_before = comp.trans;
+      const V phi = V{} + g.phi;
+      const V w = comp.advance(on, al, phi);
+      ws[ne] = w, v_rows[ne] = s.v_color.data() + static_cast<int64_t>(kk) * chp, ++ne;
       s.touched[kk] = 1;
-      const M on = al != T(0);
       V* part = s.part.data() + size_t(kk) * kGradFields;
       V net{};  // weighted only
-      const V v_al = grad[sg].step(al, s.ent_tr[e], w, v_w, V{} + g.phi, &net);
+      const V v_al = gr.step(al, t_before, w, v_ws[q], phi, &net);
       if (!sorted) part[kGZ] += on ? net * al : V{};
       // AlphaGrad::add as vectors: nothing flows where α was clamped at 0.99
       if (!(g.opacity > T(0))) continue;
@@ -195,6 +174,12 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       part[kGMx] += v_sigma * (g.a * dx + g.b * dy);
       part[kGMy] += v_sigma * (g.b * dx + g.c * dy);
     }
+    const T* wf = reinterpret_cast<const T*>(ws);
+    const T* gs = s.g.data() + size_t(sg) * kLanes * chp;
+    if (s.wide)
+      pair_outer<T, kWideChannels<T>>(v_rows, wf, gs, chp, ne);
+    else
+      pair_outer<T, kLanes>(v_rows, wf, gs, chp, ne);
   }
 }
 
