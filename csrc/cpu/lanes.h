@@ -98,6 +98,21 @@ __attribute__((always_inline)) inline auto lane_sum(const V& v) {
   return s;
 }
 
+// Σ a[i]·b[i] over n values as 8 partial sums, one per lane, then theirs: an in-order sum would be
+// a chain of n dependent adds (the compiler may not reorder them), 68 at D = 64.
+template <typename T>
+__attribute__((always_inline)) inline T lane_dot(const T* a, const T* b, int64_t n) {
+  typename Lanes<T>::V acc{}, x, y;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    std::memcpy(&x, a + i, sizeof(x)), std::memcpy(&y, b + i, sizeof(y));
+    acc += x * y;
+  }
+  T s = lane_sum(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
 // α of one Gaussian along one pixel row (py), at 8 pixel centres px a call: gsrender::pair_alpha's
 // rule. Built once per (row segment, Gaussian) from its scalars; the forward and the backward's
 // replay both evaluate α through it, so they agree bit for bit. float64 runs the shared scalar

@@ -100,7 +100,8 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       last[sg][l] = io.last_ids[pix] - start;
       CompositorGrad<T, T, true> pg{sorted};
       pg.start(io.aux[pix], io.alphas[pix], io.v_alphas[pix]);
-      for (int64_t c = 0; c < CH; ++c) gp[c] = pg.channel(vr[c], bg ? bg[c] : T(0), out[c]);
+      for (int64_t c = 0; c < CH; ++c) gp[c] = pg.gradient(vr[c]);
+      pg.add_seed(lane_dot(gp, out, CH));
       if (s.wide) {  // channels 2j, 2j + 1: pair j, lanes 2l, 2l + 1 (an odd CH's last pair
                      // ends in gp's zero padding)
         T* g2 = reinterpret_cast<T*>(s.g2.data() + size_t(sg) * npairs) + 2 * l;

@@ -146,6 +146,12 @@ struct CompositorGrad {
     s += sorted && !kFrontToBack ? v_render * bg : g * out;
     return g;
   }
+  // Front to back: the channels' whole share of the seed, Σ_c g_c·out_c, summed by the caller
+  // (channel() per channel is a chain of CH dependent adds; the CPU sums them in vectors).
+  GSR_HOST_DEVICE void add_seed(S g_dot_out) {
+    static_assert(kFrontToBack, "back to front, sorted mode seeds from v_render·bg instead");
+    s += g_dot_out;
+  }
   // g_c alone, where channel() would add nothing to the seed (seeds_from_channels false).
   GSR_HOST_DEVICE S gradient(S v_render) const { return v_render * scale; }
   // Whether channel() adds to the seed: not sorted back to front without a background, where
