@@ -126,6 +126,7 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
   seg.bucket(s.tile, y - s.tile.y0, s.list.data(), cap, count);
   const auto row_of = s.feats.rows_of(CH);
   const TileEntry<T>* kept = s.tile.kept.data();
+  const size_t nk = s.tile.kept.size();
   V* const v_ws = s.ent_v_w.data();
   V* const ws = s.ent_w.data();
   const T** const rows = s.ent_rows.data();
@@ -134,9 +135,14 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
     const int32_t* list = s.list.data() + sg * cap;
     int32_t end = 0;  // past every lane's last contributor (last = 0 on invalid lanes)
     for (int l = 0; l < kLanes; ++l) end = std::max<int32_t>(end, int32_t(last[sg][l]));
-    // the segment's pairs up to it (the buckets are in list order) and dL/dw = G·f for each
-    int nq = 0;
-    for (; nq < count[sg] && kept[list[nq]].i < end; ++nq) rows[nq] = row_of(list[nq]);
+    // the segment's pairs up to it and dL/dw = G·f for each: kept and the buckets are in list
+    // order, so those are the bucket's entries before the first kept one at or past it (two
+    // searches, not a test per entry on a value read at random)
+    const int32_t k_end = int32_t(std::partition_point(kept, kept + nk, [end](const TileEntry<T>& e) {
+                                    return e.i < end;
+                                  }) - kept);
+    const int nq = int(std::lower_bound(list, list + count[sg], k_end) - list);
+    for (int q = 0; q < nq; ++q) rows[q] = row_of(list[q]);
     if (s.wide)
       pair_dots_paired<T>(v_ws, rows, s.g2.data() + size_t(sg) * npairs, CH, nq);
     else

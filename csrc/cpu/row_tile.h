@@ -253,28 +253,44 @@ struct TileRows {
   }
 };
 
+// bucket() for tiles of N ≤ 4 segments (up to 32 px; the default 16: 2): every entry written to
+// every segment's next slot, the count advanced where its mask bit is set (no branch). N a
+// constant, so the counts live in registers: as a runtime-length array they went through memory,
+// each entry's slot address waiting on the last entry's stored count (issue 14's scene, the
+// forward's raster op alone at 2 threads: 42.3-43.2 -> 39.6-39.8 ms).
+template <int N>
+void bucket_dense(const int32_t* items, const uint32_t* masks, int n_items, int32_t* list,
+                  size_t cap, int* count) {
+  int c[N] = {};
+  for (int j = 0; j < n_items; ++j) {
+    const int32_t k = items[j];
+    const uint32_t m = masks[j];
+    for (int sg = 0; sg < N; ++sg) {
+      list[sg * cap + c[sg]] = k;
+      c[sg] += (m >> sg) & 1;
+    }
+  }
+  for (int sg = 0; sg < N; ++sg) count[sg] = c[sg];
+}
+
 template <typename T>
 void RowSegments<T>::bucket(const TileRows<T>& tr, int r, int32_t* list, size_t cap,
                             int* count) const {
   const int32_t* items = tr.items.data() + tr.row_start[r];
   const uint32_t* masks = tr.masks.data() + tr.row_start[r];
   const int n_items = tr.row_start[r + 1] - tr.row_start[r];
-  for (int sg = 0; sg < n; ++sg) count[sg] = 0;
-  for (int j = 0; j < n_items; ++j) {
-    const int32_t k = items[j];
-    uint32_t m = masks[j];
-    if (n <= 4) {  // tiles up to 32 px (the default 16: 2 segments): every segment, no branch
-      for (int sg = 0; sg < n; ++sg) {
-        list[sg * cap + count[sg]] = k;
-        count[sg] += (m >> sg) & 1;
-      }
-    } else {
-      for (; m; m &= m - 1) {
-        const int sg = __builtin_ctz(m);
-        list[sg * cap + count[sg]++] = k;
-      }
-    }
+  switch (n) {
+    case 1: return bucket_dense<1>(items, masks, n_items, list, cap, count);
+    case 2: return bucket_dense<2>(items, masks, n_items, list, cap, count);
+    case 3: return bucket_dense<3>(items, masks, n_items, list, cap, count);
+    case 4: return bucket_dense<4>(items, masks, n_items, list, cap, count);
   }
+  for (int sg = 0; sg < n; ++sg) count[sg] = 0;
+  for (int j = 0; j < n_items; ++j)  // wider tiles: the segments each entry crosses
+    for (uint32_t m = masks[j]; m; m &= m - 1) {
+      const int sg = __builtin_ctz(m);
+      list[sg * cap + count[sg]++] = items[j];
+    }
 }
 
 // The tile's kept Gaussians' feature rows as the segments' accumulations read them (row k:
