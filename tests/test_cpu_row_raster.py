@@ -24,7 +24,7 @@ def test_needles_match_reference(mode, dtype):
     check(needles(), dtype, mode)
 
 
-@pytest.mark.parametrize("tile", (1, 5, 13, 40))
+@pytest.mark.parametrize("tile", (1, 5, 13, 24, 29, 40))  # 1 to 5 row segments
 def test_tile_size_changes_nothing(tile):
     s = needles(seed=4)
     leaves = [t.clone().requires_grad_(True) for t in (s.means, s.scales, s.opacities, s.features)]
