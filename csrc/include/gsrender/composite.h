@@ -152,14 +152,8 @@ struct CompositorGrad {
     static_assert(kFrontToBack, "back to front, sorted mode seeds from v_render·bg instead");
     s += g_dot_out;
   }
-  // g_c alone, where channel() would add nothing to the seed (seeds_from_channels false).
+  // g_c alone, its seed share left to add_seed.
   GSR_HOST_DEVICE S gradient(S v_render) const { return v_render * scale; }
-  // Whether channel() adds to the seed: not sorted back to front without a background, where
-  // every term is v_render·0 (a CPU pixel's channels would add them one after another, a
-  // dependency chain as long as CH).
-  GSR_HOST_DEVICE bool seeds_from_channels(bool has_background) const {
-    return !(sorted && !kFrontToBack) || has_background;
-  }
   // Sorted: the suffix sum's seed, the background and alpha-output terms of v_α (front to back:
   // S_total).
   GSR_HOST_DEVICE void seal() {
