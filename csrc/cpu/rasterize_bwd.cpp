@@ -4,9 +4,10 @@
 // each pair's v_A (the suffix sum from the forward output's share, composite.h kFrontToBack) and
 // the elementwise chain to the 2D parameters as vectors over the pixels, then v_F += Wᵀ·G.
 // Per-tile partial gradients are reduced locally and added to the outputs once per (tile,
-// Gaussian), with no atomics (backward_chunked: the same bits run to run for a given thread count); with deterministic=true they go to per-entry rows
-// instead and a fixed-order reduction sums them (gsrender/det_reduce.h), so the result is the
-// same bit for bit whatever the thread count.
+// Gaussian), with no atomics (backward_chunked: the same bits run to run for a given thread
+// count); with deterministic=true they go to per-entry rows instead and a fixed-order reduction
+// sums them (gsrender/det_reduce.h), so the result is the same bit for bit whatever the thread
+// count.
 #include "pixel_contraction.h"  // first: it sets the compile options of all that follows
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

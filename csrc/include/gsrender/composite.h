@@ -107,11 +107,11 @@ struct Compositor {
 //         hundreds of pairs in float32), and the tests compare both to the float64 oracle.
 //   Tensor Core backward: T_k = w_k/α_k, and the walk runs front to back (kFrontToBack below).
 // kFrontToBack: the sorted suffix sum starts at S_total, the seed plus every pair's w·v_w, which
-// the forward output gives without a walk: S_total = Σ_c g·OUT − T_final·v_alpha (channel() and
-// seal() below); each pair takes its w·v_w off before its v_α (step(), pass()). The Tensor Core
-// backward needs it: its pairs come sixteen at a time, front to back, with a quad scan of w·v_w
-// for the columns in between (mma::row_suffix_sums); the CPU row walk, to take every pair's
-// gradients in the pass that recomputes its α and T. The suffix sum is then a difference from
+// the forward output gives without a walk: S_total = Σ_c g·OUT − T_final·v_alpha (channel() or
+// add_seed(), and seal() below); each pair takes its w·v_w off before its v_α (step(), pass()).
+// The Tensor Core backward needs it: its pairs come sixteen at a time, front to back, with a quad
+// scan of w·v_w for the columns in between (mma::row_suffix_sums); the CPU row walk, to take every
+// pair's gradients in the pass that recomputes its α and T. The suffix sum is then a difference from
 // S_total, exact to a rounding of S_total rather than of the sum itself: on issue 14's scene
 // (float32 against float64, random cotangents) the gradients' relative errors were the same to
 // three digits either way. Weighted mode is the same either way.
