@@ -130,7 +130,15 @@ cpu::LaneF inverse_norm_lanes(const Vec3<cpu::LaneF>& d, cpu::LaneM& floored) {
 }
 
 // 8 Gaussians' degree-3 coefficient rows (row floats apart) as 48 vectors, one per coefficient.
+// The next 8 rows' lines are prefetched first: the transposes read the rows in 32-byte pieces,
+// 8 rows apart, an order the hardware prefetchers do not run ahead of (1M Gaussians,
+// sh_channels_fwd alone, AMD EPYC: 12.3 -> 9.5-9.9 ms at two threads, 23.6 -> 19.3 at one; two
+// or four groups ahead no better; sh_channels_bwd, which shares this, 19-22 ms either way). A
+// prefetch never faults, past the last row either.
 void load_sh3_lanes(const float* coeffs, int64_t row, cpu::LaneF* cf) {
+  const uintptr_t next = reinterpret_cast<uintptr_t>(coeffs) + cpu::kLanes * row * sizeof(float);
+  for (uintptr_t o = 0; o < cpu::kLanes * row * sizeof(float); o += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(next + o));
   for (int b = 0; b < kSh3Floats; b += cpu::kLanes) {
     for (int l = 0; l < cpu::kLanes; ++l)
       std::memcpy(&cf[b + l].v, coeffs + l * row + b, sizeof(cpu::f8));
