@@ -89,13 +89,18 @@ def test_gsrender_bench_smoke(tmp_path, capsys):
 
 def test_cpu_targets_smoke(tmp_path):
     """benchmarks/cpu_render.py --targets on tiny scenes: the JSON, markdown and plot appear, every
-    issue-14 target is reported."""
+    issue-14 target is reported, the times and ratios with their range over the rounds."""
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cpu_render.py"), "--targets", "--smoke",
-                          "--runs", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+                          "--runs", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     res = json.loads((tmp_path / "cpu_targets.json").read_text())
     assert [c["D"] for c in res["cases"]] == [0, 16, 64, 256]
     assert len(res["targets"]) == 10 and all("fwd_bwd_ms" in c for c in res["cases"])
+    assert all(len(c["rounds_ms"]["fwd_ms"]) == 2 == len(c["rounds_stages_ms"]) for c in res["cases"])
+    ranged = [t for t in res["targets"] if "range" in t]
+    assert len(ranged) == 7 and all(t["range"][0] <= t["range"][1] for t in ranged)
+    for t in ranged[:2]:  # the forwards' ms: the median of two rounds lies between them
+        assert t["range"][0] <= t["value"] <= t["range"][1], t
     assert res["memory"]["peak_rss_mb"] > res["memory"]["rss_before_mb"] > 0  # the memory target's case
     assert (tmp_path / "cpu_targets.md").read_text().startswith("# CPU renderer")
     assert (tmp_path / "cpu_targets_vs_D.png").stat().st_size > 1000
