@@ -189,6 +189,38 @@ def test_viewer_serves_its_page_on_loopback():
         v.close()
 
 
+def test_viewer_sends_no_frame_to_a_client_gone_while_it_rendered():
+    """A tab closed during a render: the frame is dropped, not sent (viser warns on every
+    message queued for a closed connection); a connected client gets its frame."""
+    pytest.importorskip("viser")
+    from types import SimpleNamespace
+
+    from gsrender.viewer.app import Viewer, _Client
+    from gsrender.viewer.browser import free_port
+
+    sent = []
+
+    def handle(client_id):
+        cam = SimpleNamespace(image_width=64, image_height=48, wxyz=np.array([1.0, 0, 0, 0]),
+                              position=np.array([0.0, 0, -4]), fov=1.0)
+        return SimpleNamespace(
+            client_id=client_id, camera=cam,
+            gui=SimpleNamespace(add_markdown=lambda text, order: SimpleNamespace(content=text)),
+            scene=SimpleNamespace(set_background_image=lambda image, **kw: sent.append(client_id)))
+
+    v = Viewer(_tiny_model(), port=free_port())
+    try:
+        here, gone = _Client(handle(1), v.still_s), _Client(handle(2), v.still_s)
+        with v._lock:
+            v._clients[1] = here  # client 2 connected once, then disconnected
+        v._render(gone, 1, FULL)
+        assert sent == [] and gone.shown is None
+        v._render(here, 1, FULL)
+        assert sent == [1] and here.shown is not None
+    finally:
+        v.close()
+
+
 def test_view_command_serves_until_interrupted(tmp_path):
     """`gsrender view SCENE --colmap DIR` as a user runs it: prints the loopback URL, serves the
     page with the COLMAP cameras as frustums, and exits cleanly on Ctrl+C (SIGINT)."""

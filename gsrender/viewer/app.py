@@ -263,6 +263,8 @@ class Viewer:
         w, h = fit_size(cam_h.image_width, cam_h.image_height, int(side))
         cam = camera_from_viser(cam_h.wxyz, cam_h.position, cam_h.fov, w, h)
         frame = self.frames.render(cam, self._mode_key())
+        if c.handle.client_id not in self.clients():
+            return  # its tab closed while the frame rendered: a send now would only warn
         t0 = time.perf_counter()
         c.handle.scene.set_background_image(frame.image, format="jpeg",
                                             jpeg_quality=90 if quality == FULL else 70,
