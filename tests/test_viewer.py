@@ -210,6 +210,8 @@ def test_viewer_sends_no_frame_to_a_client_gone_while_it_rendered():
 
     v = Viewer(_tiny_model(), port=free_port())
     try:
+        v._stop.set(), v._wake.set()  # the render loop stopped: only the calls below render
+        v._thread.join(timeout=30)
         here, gone = _Client(handle(1), v.still_s), _Client(handle(2), v.still_s)
         with v._lock:
             v._clients[1] = here  # client 2 connected once, then disconnected
