@@ -24,17 +24,10 @@ GSR_HOST_DEVICE T support_edge_min(T a, T b, T c, T k, T dy, T lo, T hi) {
   return fma(a * dx, dx, fma(T(2) * b * dx, dy, c * dy * dy));
 }
 
-// True when some pixel centre (x + 0.5, y + 0.5), x0 ≤ x ≤ x1, y0 ≤ y ≤ y1, may have
-// α = o·exp(−σ) ≥ 1/255, σ = ½·dᵀQd, d = mean − centre, Q = [[a, b], [b, c]]: the minimum of the
-// quadratic form over the rectangle against 2·ln(255·o). (The rectangle of centres is convex, so
-// the minimum is 0 inside it and otherwise lies on an edge facing the mean.) Conservative: the
-// level carries a margin for the float32 kernels' rounding of σ, whose error grows with Q's
-// condition number ((a + c)²/det bounds it), so no pixel the kernels would light is ever dropped.
-// level: support_level(opacity) (gsrender/alpha.h), computed once per Gaussian. Meant for
-// T = double on the host.
-
-// The bound on dᵀQd that support_meets_rect_within tests: 2·ln(255·o) with that margin
-// (det = ac − b²).
+// The bound on dᵀQd that support_meets_spans tests: 2·ln(255·o) with a margin for the float32
+// kernels' rounding of σ, whose error grows with Q's condition number ((a + c)²/det bounds it),
+// so no pixel the kernels would light is ever dropped (det = ac − b²). level:
+// support_level(opacity) (gsrender/alpha.h), computed once per Gaussian.
 template <typename T>
 GSR_HOST_DEVICE T support_bound(T a, T c, T det, T level) {
   return T(2) * fma(level, T(1) + T(1e-4) + T(1e-6) * (a + c) * (a + c) / det, T(1e-4));
@@ -51,26 +44,48 @@ GSR_HOST_DEVICE bool support_rect_bound(T a, T b, T c, T level, T* bound) {
   return true;
 }
 
-// Whether dᵀQd ≤ bound at some pixel centre of the rectangle (the bound: support_rect_bound's,
-// which is false where no pixel contributes). ka = −b/a and kc = −b/c: the edges' vertices per
-// unit offset (support_edge_min), computed once per Gaussian by a caller that tests many tiles.
+// The offsets m − (p + ½) of a mean from the pixel centres p0 ≤ p ≤ p1 along one axis: lo at
+// p1, hi at p0. Binning computes one per tile column and one per tile row of a Gaussian's box,
+// not four per tile.
+template <typename T>
+struct CentreSpan {
+  T lo, hi;
+  GSR_HOST_DEVICE bool covers() const { return lo <= T(0) && hi >= T(0); }  // the mean's inside
+  GSR_HOST_DEVICE T near() const { return lo > T(0) ? lo : hi; }  // the edge nearer the mean
+};
+template <typename T>
+GSR_HOST_DEVICE CentreSpan<T> centre_span(T m, int p0, int p1) {
+  return {m - (T(p1) + T(0.5)), m - (T(p0) + T(0.5))};
+}
+
+// True when some pixel centre of the rectangle x × y (centre_span's) may have α = o·exp(−σ) ≥
+// 1/255, σ = ½·dᵀQd, d = mean − centre, Q = [[a, b], [b, c]]: the minimum of the quadratic form
+// over the rectangle against the bound (support_rect_bound's, which is false where no pixel
+// contributes). The rectangle of centres is convex, so the minimum is 0 inside it and otherwise
+// lies on an edge facing the mean. ka = −b/a and kc = −b/c: the edges' vertices per unit offset
+// (support_edge_min), computed once per Gaussian by a caller that tests many tiles. Both edges
+// are evaluated and the ones facing the mean selected, with no branch: binning runs this on
+// tiles whose position relative to the mean varies at random. Meant for T = double on the host.
+template <typename T>
+GSR_HOST_DEVICE bool support_meets_spans(T a, T b, T c, T ka, T kc, T bound, CentreSpan<T> x,
+                                         CentreSpan<T> y) {
+  const bool in_x = x.covers(), in_y = y.covers();
+  // the horizontal edge nearer the mean (used when the mean is above or below the rectangle),
+  // the vertical one (left or right of it)
+  const T eh = support_edge_min(a, b, c, ka, y.near(), x.lo, x.hi);
+  const T ev = support_edge_min(c, b, a, kc, x.near(), y.lo, y.hi);
+  T q = T(INFINITY);
+  q = !in_y && eh < q ? eh : q;
+  q = !in_x && ev < q ? ev : q;
+  return (in_x & in_y) | (q <= bound);  // NaN inputs: false
+}
+
+// The same for the rectangle [x0, x1] × [y0, y1] of pixels.
 template <typename T>
 GSR_HOST_DEVICE bool support_meets_rect_within(T mx, T my, T a, T b, T c, T ka, T kc, T bound,
                                                int x0, int y0, int x1, int y1) {
-  const T dxlo = mx - (T(x1) + T(0.5)), dxhi = mx - (T(x0) + T(0.5));
-  const T dylo = my - (T(y1) + T(0.5)), dyhi = my - (T(y0) + T(0.5));
-  const bool in_x = dxlo <= T(0) && dxhi >= T(0), in_y = dylo <= T(0) && dyhi >= T(0);
-  if (in_x && in_y) return true;
-  T q = T(INFINITY);
-  if (!in_y) {  // the horizontal edge nearer the mean
-    const T e = support_edge_min(a, b, c, ka, dylo > T(0) ? dylo : dyhi, dxlo, dxhi);
-    q = e < q ? e : q;
-  }
-  if (!in_x) {  // the vertical edge nearer the mean
-    const T e = support_edge_min(c, b, a, kc, dxlo > T(0) ? dxlo : dxhi, dylo, dyhi);
-    q = e < q ? e : q;
-  }
-  return q <= bound;  // NaN inputs: false
+  return support_meets_spans(a, b, c, ka, kc, bound, centre_span(mx, x0, x1),
+                             centre_span(my, y0, y1));
 }
 
 // A Gaussian's support for the tile test, computed once per frame: its mean and conic, ln(255·o)
@@ -99,18 +114,50 @@ GSR_HOST_DEVICE bool support_meets_tile(const Support<T>& s, double bound, const
                                            tile.x0, tile.y0, tile.x1, tile.y1);
 }
 
-// Binning's pairs of Gaussian i (both backends): the tiles [r[0], r[2]] × [r[1], r[3]] of its
-// radii box and, when conics and opacities are given (exact binning), only the tiles its
-// support ellipse meets. Calls f(tx, ty) for each, row by row; returns how many.
+namespace support_detail {
+// The tile columns' (or rows') spans of a box's NX tiles from t0 (tile_pixels' ranges).
+template <int NX>
+GSR_HOST_DEVICE void tile_spans(double m, int t0, int tile_size, int extent,
+                                CentreSpan<double>* out) {
+  GSR_UNROLL
+  for (int k = 0; k < NX; ++k) {
+    const int p0 = (t0 + k) * tile_size;
+    out[k] = centre_span(m, p0, tile_last_pixel(p0, tile_size, extent));
+  }
+}
+
+// for_each_bin_candidate's boxes of NX × NY tiles, NX, NY ≤ 3 (nearly every Gaussian's): the
+// columns' and rows' spans once each, then the tiles in straight-line code.
+template <int NX, int NY, class F>
+GSR_HOST_DEVICE void small_box(const int* r, double mx, double my, double a, double b, double c,
+                               double ka, double kc, double bound, int tile_size, int width,
+                               int height, F& f) {
+  CentreSpan<double> xs[NX], ys[NY];
+  tile_spans<NX>(mx, r[0], tile_size, width, xs);
+  tile_spans<NY>(my, r[1], tile_size, height, ys);
+  GSR_UNROLL
+  for (int j = 0; j < NY; ++j) {
+    GSR_UNROLL
+    for (int k = 0; k < NX; ++k)
+      f(r[0] + k, r[1] + j, support_meets_spans(a, b, c, ka, kc, bound, xs[k], ys[j]));
+  }
+}
+}  // namespace support_detail
+
+// Binning's candidate tiles of Gaussian i (both backends): f(tx, ty, meets) for every tile of
+// [r[0], r[2]] × [r[1], r[3]] (its radii box), row by row, meets telling whether the tile is a
+// pair: every tile of the box when conics and opacities are null (box binning), else the tiles
+// its α ≥ 1/255 support ellipse meets (and no call at all when no pixel can contribute). Boxes of
+// up to 3 × 3 tiles (issue 14's 1M scene: all but ~1 %) take a path of their own shape, with no
+// loop: a CPU thread's branches then follow the box shape, not each tile.
 template <typename T, class F>
-GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const T* conics,
-                                          const T* opacities, int64_t i, int tile_size, int width,
-                                          int height, F&& f) {
-  int64_t n = 0;
+GSR_HOST_DEVICE void for_each_bin_candidate(const int* r, const T* means2d, const T* conics,
+                                            const T* opacities, int64_t i, int tile_size,
+                                            int width, int height, F&& f) {
   if (conics == nullptr) {
     for (int ty = r[1]; ty <= r[3]; ++ty)
-      for (int tx = r[0]; tx <= r[2]; ++tx) f(tx, ty), ++n;
-    return n;
+      for (int tx = r[0]; tx <= r[2]; ++tx) f(tx, ty, true);
+    return;
   }
   // The ellipse test alone (support_meets_tile without its box pre-filter, whose square roots
   // would cost more per Gaussian than they save here), its per-Gaussian part hoisted out of the
@@ -118,15 +165,42 @@ GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const 
   const double mx = means2d[2 * i], my = means2d[2 * i + 1];
   const double a = conics[3 * i], b = conics[3 * i + 1], c = conics[3 * i + 2];
   double bound;
-  if (!support_rect_bound<double>(a, b, c, support_level<double>(opacities[i]), &bound)) return 0;
+  if (!support_rect_bound<double>(a, b, c, support_level<double>(opacities[i]), &bound)) return;
   const double ka = -b / a, kc = -b / c;
-  for (int ty = r[1]; ty <= r[3]; ++ty)
-    for (int tx = r[0]; tx <= r[2]; ++tx) {
-      const PixelBox t = tile_pixels(tx, ty, tile_size, width, height);
-      if (support_meets_rect_within<double>(mx, my, a, b, c, ka, kc, bound, t.x0, t.y0, t.x1,
-                                            t.y1))
-        f(tx, ty), ++n;
+  using support_detail::small_box;
+  if (r[2] - r[0] < 3 && r[3] - r[1] < 3) {
+    switch ((r[2] - r[0]) * 3 + (r[3] - r[1])) {  // (columns − 1)·3 + rows − 1
+#define GSR_SMALL_BOX(NX, NY)                                                                 \
+  case (NX - 1) * 3 + NY - 1:                                                                 \
+    return small_box<NX, NY>(r, mx, my, a, b, c, ka, kc, bound, tile_size, width, height, f);
+      GSR_SMALL_BOX(1, 1) GSR_SMALL_BOX(1, 2) GSR_SMALL_BOX(1, 3)
+      GSR_SMALL_BOX(2, 1) GSR_SMALL_BOX(2, 2) GSR_SMALL_BOX(2, 3)
+      GSR_SMALL_BOX(3, 1) GSR_SMALL_BOX(3, 2) GSR_SMALL_BOX(3, 3)
+#undef GSR_SMALL_BOX
     }
+  }
+  for (int ty = r[1]; ty <= r[3]; ++ty) {
+    CentreSpan<double> y;
+    support_detail::tile_spans<1>(my, ty, tile_size, height, &y);
+    for (int tx = r[0]; tx <= r[2]; ++tx) {
+      CentreSpan<double> x;
+      support_detail::tile_spans<1>(mx, tx, tile_size, width, &x);
+      f(tx, ty, support_meets_spans(a, b, c, ka, kc, bound, x, y));
+    }
+  }
+}
+
+// The tiles of for_each_bin_candidate that are pairs: f(tx, ty) for each, row by row; returns
+// how many.
+template <typename T, class F>
+GSR_HOST_DEVICE int64_t for_each_bin_tile(const int* r, const T* means2d, const T* conics,
+                                          const T* opacities, int64_t i, int tile_size, int width,
+                                          int height, F&& f) {
+  int64_t n = 0;
+  for_each_bin_candidate<T>(r, means2d, conics, opacities, i, tile_size, width, height,
+                            [&](int tx, int ty, bool meets) {
+                              if (meets) f(tx, ty), ++n;
+                            });
   return n;
 }
 

@@ -45,11 +45,15 @@ GSR_HOST_DEVICE PixelBox pixel_box(T mx, T my, int rx, int ry, int width, int he
   return b;
 }
 
+// The last pixel, along one axis of extent pixels, of the tile whose first pixel is first.
+GSR_HOST_DEVICE int tile_last_pixel(int first, int tile_size, int extent) {
+  return (first + tile_size < extent ? first + tile_size : extent) - 1;
+}
+
 // The pixels of tile (tx, ty) inside the image.
 GSR_HOST_DEVICE PixelBox tile_pixels(int tx, int ty, int tile_size, int width, int height) {
   const int x0 = tx * tile_size, y0 = ty * tile_size;
-  return {x0, y0, (x0 + tile_size < width ? x0 + tile_size : width) - 1,
-          (y0 + tile_size < height ? y0 + tile_size : height) - 1};
+  return {x0, y0, tile_last_pixel(x0, tile_size, width), tile_last_pixel(y0, tile_size, height)};
 }
 
 }  // namespace gsrender
