@@ -65,7 +65,7 @@ GSR_HOST_DEVICE CentreSpan<T> centre_span(T m, int p0, int p1) {
 // lies on an edge facing the mean. ka = −b/a and kc = −b/c: the edges' vertices per unit offset
 // (support_edge_min), computed once per Gaussian by a caller that tests many tiles. Both edges
 // are evaluated and the ones facing the mean selected, with no branch: binning runs this on
-// tiles whose position relative to the mean varies at random. Meant for T = double on the host.
+// tiles whose position relative to the mean varies at random. Meant for T = double.
 template <typename T>
 GSR_HOST_DEVICE bool support_meets_spans(T a, T b, T c, T ka, T kc, T bound, CentreSpan<T> x,
                                          CentreSpan<T> y) {
@@ -148,7 +148,7 @@ GSR_HOST_DEVICE void small_box(const int* r, double mx, double my, double a, dou
 // [r[0], r[2]] × [r[1], r[3]] (its radii box), row by row, meets telling whether the tile is a
 // pair: every tile of the box when conics and opacities are null (box binning), else the tiles
 // its α ≥ 1/255 support ellipse meets (and no call at all when no pixel can contribute). Boxes of
-// up to 3 × 3 tiles (issue 14's 1M scene: all but ~1 %) take a path of their own shape, with no
+// up to 3 × 3 tiles (issue 14's 1M scene: all but ~3 %) take a path of their own shape, with no
 // loop: a CPU thread's branches then follow the box shape, not each tile.
 template <typename T, class F>
 GSR_HOST_DEVICE void for_each_bin_candidate(const int* r, const T* means2d, const T* conics,
