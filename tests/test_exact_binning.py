@@ -97,17 +97,17 @@ def _rule_meets(p, c, g, tx, ty, tile):
 
 @every_cpu_isa
 @pytest.mark.parametrize("tile", (TILE, 16))
-def test_exact_lists_are_the_rule_tile_by_tile(tile):
+@pytest.mark.parametrize("dtype", (F32, F64))
+def test_exact_lists_are_the_rule_tile_by_tile(dtype, tile):
     """Every candidate tile of every radii box, for boxes of 1×1 up to wider than 3×3 (the
     binning's straight-line shapes and its loop), is listed exactly when the rule, evaluated
     here in float64 without fused operations, says it meets the ellipse. (The two roundings
     could only disagree within ~1e-16 of the bound: none of these scenes' tests come that
     close.)"""
-    p = _projected(F64)
+    p = _projected(dtype)
     box, exact = _lists(p, False, True, tile), _lists(p, True, True, tile)
     TW = -(-p["W"] // tile)
     per_cam = len(box) // p["C"]
-    shapes = set()
     for t, (b, e) in enumerate(zip(box, exact)):
         c, tt = divmod(t, per_cam)
         want = [i for i in b if _rule_meets(p, c, i - c * p["N"], tt % TW, tt // TW, tile)]
