@@ -56,9 +56,12 @@ struct BwdScratch {
   std::vector<T> v_bg;                // [CH]
 };
 
-// Lane-wise partial sums of AlphaGrad's fields (and, weighted, dL/dz) per tile-list entry; kGO
-// holds Σ dL/dσ·... = −Σ v_α·α, divided by the opacity once per entry.
-enum { kGMx, kGMy, kGA, kGB, kGC, kGO, kGZ, kGradFields };
+// Lane-wise partial sums per tile-list entry: the moments of g = dL/dσ = −v_α·α over its pixels'
+// offsets d = (dx, dy) from the mean (Σg, Σg·dx, Σg·dx², Σg·dy, Σg·dx·dy, Σg·dy²) and, weighted,
+// dL/dz. AlphaGrad's fields follow from them once per entry (backward_tile): dL/dmean =
+// Q·(Σg·d), dL/dconic = ½·(Σg·dx², 2·Σg·dx·dy, Σg·dy²), dL/do = −Σg / o. Six sums either way,
+// but a pair's share is 7 vector operations, not 11: the conic's terms are not formed per pixel.
+enum { kG, kGx, kGxx, kGy, kGxy, kGyy, kGZ, kGradFields };
 static_assert(kDetMeanX == 0 && kDetMeanY == 1 && kDetConicA == 2 && kDetConicB == 3 &&
                   kDetConicC == 4 && kDetOpacity == 5 && kDetDepth == 6 && kDetFields <= kLanes,
               "BwdScratch::sum2d and packed: det_pass.h's fields in order, in one vector");
@@ -175,12 +178,13 @@ void backward_row(const RasterArgs<T>& a, int64_t cam, int y, int32_t start, con
       const V dx = g.mx - seg.px[sg];
       const T dy = g.my - seg.py;
       const V v_sigma = flows ? -v_al * al : V{};
-      part[kGO] += v_sigma;  // dα/do = α/o = −dα/dσ / o: the 1/o once per entry (backward_tile)
-      part[kGA] += v_sigma * T(0.5) * dx * dx;
-      part[kGB] += v_sigma * dx * dy;
-      part[kGC] += v_sigma * (T(0.5) * dy * dy);
-      part[kGMx] += v_sigma * (g.a * dx + g.b * dy);
-      part[kGMy] += v_sigma * (g.b * dx + g.c * dy);
+      const V v_dx = v_sigma * dx;
+      part[kG] += v_sigma;
+      part[kGx] += v_dx;
+      part[kGxx] += v_dx * dx;
+      part[kGy] += v_sigma * dy;
+      part[kGxy] += v_dx * dy;
+      part[kGyy] += v_sigma * (dy * dy);
     }
     const T* wf = reinterpret_cast<const T*>(ws);
     const T* gs = s.g.data() + size_t(sg) * kLanes * chp;
@@ -242,8 +246,12 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
                                : lane_sum(p[kGZ]) * depth_weight_dz<T>(a.depths[en.id], en.g.phi,
                                                                        a.sigma_w, a.beta);
     s.done.push_back(int32_t(k));
-    s.sum2d.push_back(V{lane_sum(p[kGMx]), lane_sum(p[kGMy]), lane_sum(p[kGA]), lane_sum(p[kGB]),
-                        lane_sum(p[kGC]), o > T(0) ? -lane_sum(p[kGO]) / o : T(0), v_depth});
+    const T gx = lane_sum(p[kGx]), gy = lane_sum(p[kGy]);
+    const RowGaussian<T>& g = en.g;
+    // dα/do = α/o = −dα/dσ / o: the 1/o once per entry
+    s.sum2d.push_back(V{g.a * gx + g.b * gy, g.b * gx + g.c * gy, T(0.5) * lane_sum(p[kGxx]),
+                        lane_sum(p[kGxy]), T(0.5) * lane_sum(p[kGyy]),
+                        o > T(0) ? -lane_sum(p[kG]) / o : T(0), v_depth});
   }
 }
 
