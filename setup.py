@@ -46,7 +46,7 @@ def _extension():
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
     # -ffp-contract=off: no ISA copy of the CPU kernels fuses a product and a sum on its own, so every
     # copy computes the baseline (SSE2) copy's float bits, and the 8-lane kernels (csrc/cpu/
-    # lane_float.h) the scalar code's, by construction (docs/cpu.md, "Vectorising across Gaussians")
+    # lane_float.h) the scalar code's, by construction (docs/cpu.md, "Per-Gaussian stages")
     cxx = ["-O3", "-std=c++20", "-ffp-contract=off", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
     define_macros = []
     if os.environ.get("GSRENDER_DEBUG", "0") == "1":

@@ -77,7 +77,7 @@ class SceneData:
 # inputs
 
 
-def read_image(path: Path, background: torch.Tensor) -> torch.Tensor:
+def read_image(path: Path, bg_color: torch.Tensor) -> torch.Tensor:
     """[H,W,3] float32 in [0,1]; an alpha channel is composited over the background, as 3DGS
     does for RGBA ground truth."""
     import imageio.v3 as iio
@@ -89,13 +89,13 @@ def read_image(path: Path, background: torch.Tensor) -> torch.Tensor:
     img = torch.from_numpy(a.astype(np.float32) / scale)  # [H, W, 3 or 4]
     if img.shape[-1] == 4:
         alpha = img[..., 3:]
-        img = img[..., :3] * alpha + background * (1.0 - alpha)
+        img = img[..., :3] * alpha + bg_color * (1.0 - alpha)
     if img.shape[-1] != 3:
         raise ValueError(f"{path}: expected a grey, RGB or RGBA image, got shape {list(a.shape)}")
     return img
 
 
-def real_scenes(data: Path, models: Path, names: list[str], background: torch.Tensor,
+def real_scenes(data: Path, models: Path, names: list[str], bg_color: torch.Tensor,
                 max_views: int | None) -> list[SceneData]:
     from gsrender.io.mipnerf360 import load_mipnerf360_scene
 
@@ -111,13 +111,13 @@ def real_scenes(data: Path, models: Path, names: list[str], background: torch.Te
                   "skipped", file=sys.stderr)
             continue
         cams = d["cameras"][:max_views] if max_views else d["cameras"]
-        gts = [read_image(c.image_path, background) for c in cams]
+        gts = [read_image(c.image_path, bg_color) for c in cams]
         ply = str(d["model"].meta.get("source", "")) or None
         out.append(SceneData(name, kind, "mipnerf360", d["model"], cams, gts, IMAGES[kind], ply))
     return out
 
 
-def synthetic_scenes(names: list[str], cfg: dict, background: torch.Tensor) -> list[SceneData]:
+def synthetic_scenes(names: list[str], cfg: dict, bg_color: torch.Tensor) -> list[SceneData]:
     from gsrender.synthetic import PRESETS, make_preset
 
     out = []
@@ -129,7 +129,7 @@ def synthetic_scenes(names: list[str], cfg: dict, background: torch.Tensor) -> l
         cams = [Camera(f"view_{i:03d}", w0, h0, Ks[i], vms[i]).resized(round(w0 / f), round(h0 / f))
                 for i in range(len(vms))]
         # ground truth: the exact scalar kernel in float64 (the renderer's own "higher precision")
-        gts = [render(model.to(torch.float64), [c], background.double(), "fp32")[0].float() for c in cams]
+        gts = [render(model.to(torch.float64), [c], bg_color.double(), "fp32")[0].float() for c in cams]
         out.append(SceneData(name, kind_of(name), "synthetic", model, cams, gts,
                              f"synthetic 1/{f} resolution, GT = float64 scalar kernel"))
     return out
@@ -139,7 +139,7 @@ def synthetic_scenes(names: list[str], cfg: dict, background: torch.Tensor) -> l
 # rendering and metrics
 
 
-def render(model: gsrender.GaussianModel, cams: list[Camera], background: torch.Tensor,
+def render(model: gsrender.GaussianModel, cams: list[Camera], bg_color: torch.Tensor,
            precision: str = "auto") -> torch.Tensor:
     """[C,H,W,3] colours of the model in the cameras (all of one size), clamped to [0,1] as the
     3DGS evaluation does before comparing."""
@@ -148,7 +148,7 @@ def render(model: gsrender.GaussianModel, cams: list[Camera], background: torch.
     with torch.no_grad():
         out = gsrender.rasterize(model.means, model.quats, model.scales, model.opacities, model.sh,
                                  vms.to(dev, dt), Ks.to(dev, dt), w, h, sh_degree=model.sh_degree,
-                                 backgrounds=background.to(dev, dt), precision=precision)
+                                 backgrounds=bg_color.to(dev, dt), precision=precision)
     return out.colors.clamp(0.0, 1.0)
 
 
@@ -175,13 +175,13 @@ def lpips_fn(device: torch.device):
     return f
 
 
-def evaluate(sd: SceneData, background: torch.Tensor, device: torch.device, warmup: int, lp,
+def evaluate(sd: SceneData, bg_color: torch.Tensor, device: torch.device, warmup: int, lp,
              progress: bool = True) -> dict:
     """Metrics per test view and their means; FPS from the timed renders alone."""
     from tqdm import tqdm
 
     model = sd.model.to(device)
-    bg = background.to(device)
+    bg = bg_color.to(device)
     for _ in range(warmup):
         render(model, sd.cameras[:1], bg)
     views, total_ms = [], 0.0
@@ -288,20 +288,20 @@ def run(args) -> dict:
     if cfg["warmup"] < 0 or (cfg["max_views"] is not None and cfg["max_views"] < 1):
         raise ValueError("--warmup must be >= 0 and --max-views >= 1")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    background = torch.ones(3) if args.white_bg else torch.zeros(3)
+    bg_color = torch.ones(3) if args.white_bg else torch.zeros(3)
     synthetic = args.synthetic or args.data is None
     t0 = time.perf_counter()
     if synthetic:
-        scenes = synthetic_scenes(names, cfg, background)
+        scenes = synthetic_scenes(names, cfg, bg_color)
     else:
         if not args.data.is_dir():
             raise ValueError(f"--data: no such folder {str(args.data)!r}")
-        scenes = real_scenes(args.data, args.models or args.data, names, background, cfg["max_views"])
+        scenes = real_scenes(args.data, args.models or args.data, names, bg_color, cfg["max_views"])
         if not scenes:
             raise ValueError(f"--data: none of {names} found with a trained model under "
                              f"{args.models or args.data}")
     lp = lpips_fn(device)
-    rows = [evaluate(sd, background, device, cfg["warmup"], lp, not args.no_progress) for sd in scenes]
+    rows = [evaluate(sd, bg_color, device, cfg["warmup"], lp, not args.no_progress) for sd in scenes]
     return {"source": "synthetic" if synthetic else "mipnerf360", "scenes": rows, "means": group_means(rows),
             "settings": {"background": "white" if args.white_bg else "black", "warmup": cfg["warmup"],
                          "max_views": cfg["max_views"], "llff_hold": 8, "iteration": ITERATION,

@@ -44,8 +44,8 @@ COLUMNS = ("rde", "nrde", "collateral", "gaussian_iou", "recall_q1", "miou", "it
 HEADERS = ("RDE", "nRDE", "collat", "G-IoU", "rec-Q1", "mIoU", "it ms")
 METHODS = (*(f"{b}{v}" for b in TRAINED for v in ("", "+voda")), "vote")
 
-# Seeds. The VODA defaults (VodaConfig) were chosen on seeds 0-2 (issue #4's runs, --quick uses
-# seed 0), and this session's smoke runs used seed 0 only: those are the tuning seeds. The
+# Seeds. The VODA defaults (VodaConfig) were chosen on seeds 0-2 (--quick uses seed 0, the smoke
+# runs seed 0 only): those are the tuning seeds. The
 # evaluation seeds below were never run before the defaults were frozen.
 TUNING_SEEDS = (0, 1, 2)
 EVAL_SEEDS = (1000, 1001, 1002, 1003, 1004)
@@ -80,7 +80,7 @@ EXTRA = {"plant": (("isolated",), METHODS),
          "shells": (("touching", "thin", "isolated", "occluding"), METHODS)}
 EXTRA_SWEEPS = {"opacity": ("opacity", ((0.5, 0.7), (0.7, 0.9), (0.9, 0.99)))}
 EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
-# The third run (issue #16's remaining gaps; same frozen defaults, sizes and seeds): every
+# The third run (same frozen defaults, sizes and seeds): every
 # method on the `surface` objects (identity ± VODA come from the first run with --resume), and
 # the undecimated plant (all 113,648 Gaussians, ~8x the decimated one's cost) on the first
 # evaluation seeds with --n-seeds, beside the decimated plant of the second run on the same

@@ -28,8 +28,8 @@ def render(proj, colors, bg, height, mode):
 @every_cpu_isa
 @pytest.mark.parametrize("dtype", (F32, F64), ids=("f32", "f64"))
 @pytest.mark.parametrize("mode", (ops.SORTED, ops.WEIGHTED), ids=("sorted", "weighted"))
-@pytest.mark.parametrize("background", (False, True), ids=("no_bg", "bg"))
-def test_streamed_rows_equal_rows_stored_in_place(dtype, mode, background):
+@pytest.mark.parametrize("with_bg", (False, True), ids=("no_bg", "bg"))
+def test_streamed_rows_equal_rows_stored_in_place(dtype, mode, with_bg):
     g = torch.Generator().manual_seed(3)
     n = 4000
     means = torch.randn(n, 3, generator=g, dtype=dtype) * 0.8
@@ -39,7 +39,7 @@ def test_streamed_rows_equal_rows_stored_in_place(dtype, mode, background):
     vm, K = (x.to(dtype) for x in cameras(1, W, H, seed=5))
     proj = ops.project(means, quats, scales, opacities, vm, K, W, H, 0.3, 0.01, 1e10, 0.0, False)
     colors = torch.rand(1, n, CH, generator=g, dtype=dtype)
-    bg = torch.rand(1, CH, generator=g, dtype=dtype) if background else None
+    bg = torch.rand(1, CH, generator=g, dtype=dtype) if with_bg else None
     big = render(proj, colors, bg, H, mode)
     assert big[0].nbytes >= 64 << 20  # streamed (kStreamMin)
     small = render(proj, colors, bg, H_SMALL, mode)

@@ -157,7 +157,7 @@ def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 # Tensor Core kernel (float32, 16×16 tiles, sm_80+) vs the CPU: fp16 must keep RGB at ≥ 50 dB and
-# features at cosine ≥ 0.9999 (issue #3); bf16 has 8 mantissa bits, so its bars are lower.
+# features at cosine ≥ 0.9999; bf16 has 8 mantissa bits, so its bars are lower.
 MMA_BARS = {"fp16": (50.0, 0.9999), "tf32": (50.0, 0.9999), "bf16": (38.0, 0.999)}
 
 

@@ -51,7 +51,7 @@ def test_viewer_page_shows_the_plant_like_an_offline_render(tmp_path):
         viewer.close()
     assert "113,648 Gaussians" in page and "FPS" in page  # the stats line on screen
     assert shot.shape[:2] == (h, w)
-    # plausible: a picture, with the plant (not the black background) over a good part of it
+    # plausible: a picture, with the plant (not the black background behind it) over a good part of it
     assert shot.std() > 20 and (shot.max(-1) > 40).mean() > 0.05
     # the same view as the offline render: JPEG (quality 90) and the browser's texture sampling
     # cost little (43.5 dB, correlation 0.9996 measured here) ...

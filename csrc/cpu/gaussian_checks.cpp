@@ -1,8 +1,8 @@
 // _C.gaussian_faults (gaussian_checks.h): the Gaussians' finite and range checks in one parallel
 // pass. render.py made them as one reduction per tensor and condition (sums for finiteness, the
 // quaternions' norms, amin / aminmax): ~7 ms a forward at 1M Gaussians, the norms over [N, 4]
-// alone 2.5–4 ms; here the 44 MB are read once, 1.4 ms (docs/cpu.md, "The Gaussians' checks in
-// one pass").
+// alone 2.5–4 ms; here the 44 MB are read once, 1.4 ms (docs/cpu.md, "Per-Gaussian
+// stages").
 #include "gaussian_checks.h"
 
 #include <ATen/Dispatch.h>

@@ -32,9 +32,8 @@ constexpr size_t kHugePage = size_t(2) << 20;
 // and without it glibc reuses heap blocks below its mmap threshold only once the threshold has
 // risen past their size, which depends on what the process freed before: the 1M forward's
 // project and sh stages ran 2.8x slower in a fresh process than after other renders. Measured
-// (docs/cpu.md, "Allocations of 2 MB and more"): sh_channels_bwd at 100k 17.6 -> 4.1 ms, no
-// page faults left; a D = 64 training step 313 / 265 -> 246 / 249 ms. (It was 2 MB: one huge
-// page.) 128 KB is glibc's initial mmap threshold: with the cache installed as PyTorch's
+// (docs/cpu.md, "Memory"): sh_channels_bwd at 100k 17.6 -> 4.1 ms, no page faults left; a
+// D = 64 training step 313 / 265 -> 246 / 249 ms. 128 KB is glibc's initial mmap threshold: with the cache installed as PyTorch's
 // allocator no large block is freed to glibc, so its threshold stays there, and what the cache
 // did not take from 128 KB on would be mapped fresh on every allocation (a D = 0 training step:
 // 1500 faults of 4 KB pages).
@@ -122,7 +121,7 @@ class BlockCache {
   // virtual machine whose host reclaims freed memory, 70-200 ms of system time per step). 1.5 ×
   // peak held the D = 64 and 256 steps' blocks but not the RGB step's at 100k with SH degree 3
   // (1.59 × peak: its 20 MB SH gradient and four more blocks were mapped fresh every step); twice
-  // the peak holds all three (docs/cpu.md, "Allocations of 2 MB and more").
+  // the peak holds all three (docs/cpu.md, "Memory").
   static constexpr size_t kPeakMultiple = 2;
   // Oldest first until cached_ ≤ limit; freed by the caller outside the lock.
   void evict_locked(size_t limit, std::vector<Block>& out) {

@@ -59,7 +59,7 @@ GSR_LANE LaneF gsr_max(LaneF a, LaneF b) { return select(a > b, a, b); }
 // sqrtps, correctly rounded as sqrtf is (IEEE), on the two 4-float halves: SSE is in every ISA
 // copy. A loop of std::sqrt is a scalar sqrtss and a branch to glibc per lane (errno); GCC
 // vectorises it only under -fno-math-errno for the whole build (a pragma does not), which made
-// the raster forward 3 % slower (docs/cpu.md, "sqrt and ceil as vector instructions").
+// the raster forward 3 % slower (docs/cpu.md, "Tried and not kept").
 GSR_LANE LaneF gsr_sqrt(LaneF a) {
   __m128 half[2];
   std::memcpy(half, &a.v, sizeof(f8));

@@ -221,7 +221,7 @@ void backward_tile(const RasterArgs<T>& a, const RowGaussian<T>* gs, const Raste
   const int32_t start = a.tile_start(t);
   s.n = a.tile_end(t) - start;
   // Sorted: no pixel reads the list past its last contributor, so the tile's set-up stops at the
-  // deepest one (the forward read it only that far too: "The forward at 1M", docs/cpu.md).
+  // deepest one (the forward read it only that far too: "Sorted lists in pieces", docs/cpu.md).
   const int32_t stop = a.sorted ? last_reach(a, io, cam, tx, ty, start) : a.tile_end(t);
   const bool place = TileFeatures<T>::in_place(a.CH);  // as the forward (row_tile.h)
   s.tile.build(a, gs, tx, ty, start, stop, /*prefetch_features=*/place);

@@ -256,7 +256,7 @@ struct TileRows {
 // bucket() for tiles of N ≤ 4 segments (up to 32 px; the default 16: 2): every entry written to
 // every segment's next slot, the count advanced where its mask bit is set (no branch). N a
 // constant, so the counts live in registers: as a runtime-length array they went through memory,
-// each entry's slot address waiting on the last entry's stored count (issue 14's scene, the
+// each entry's slot address waiting on the last entry's stored count (the benchmark scene, the
 // forward's raster op alone at 2 threads: 42.3-43.2 -> 39.6-39.8 ms).
 template <int N>
 void bucket_dense(const int32_t* items, const uint32_t* masks, int n_items, int32_t* list,
@@ -301,9 +301,9 @@ void RowSegments<T>::bucket(const TileRows<T>& tr, int r, int32_t* list, size_t 
 // independent of each other, so many are in flight at once. Rows of one to five cache lines
 // (features of D = 12 to 76 floats, RGB + depth included) are instead read where the frame keeps
 // them, each prefetched by the tile's set-up as it keeps the Gaussian (TileRows::add), the α
-// tests' time hiding the fetch: no copy to write (issue 14's scene at D = 64: raster 1.04–1.06×;
+// tests' time hiding the fetch: no copy to write (the benchmark scene at D = 64: raster 1.04–1.06×;
 // at D = 128 and 256 the early prefetch of 9–17 lines a row was as slow or slower than the copy,
-// and RGB's one-line rows gained nothing; docs/cpu.md "Feature rows in place").
+// and RGB's one-line rows gained nothing; docs/cpu.md, "Feature GEMM").
 template <typename T>
 struct TileFeatures {
   std::vector<T> rows;

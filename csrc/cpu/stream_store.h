@@ -11,8 +11,8 @@
 namespace gsrender {
 namespace cpu {
 
-// Outputs of at least this many bytes are streamed. Issue 14's scene, two threads, alternated
-// A/Bs (docs/cpu.md, "Streaming stores for wide renders"): the D = 256 render at 512² (272 MB)
+// Outputs of at least this many bytes are streamed. The benchmark scene, two threads, alternated
+// A/Bs (docs/cpu.md, "Feature GEMM"): the D = 256 render at 512² (272 MB)
 // 3–8 ms faster of ~130 in each of six rounds, the D = 64 render at 512² (71 MB) and at
 // 1920 × 1080 (564 MB) unchanged, so the bound is not set lower; the D = 256 channels of
 // sh_channels_fwd (104 MB) 2.3 ms faster of ~10.3 in every round.

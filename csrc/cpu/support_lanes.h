@@ -1,7 +1,7 @@
 // make_support and support_rect_bound (gsrender/support_ellipse.h) for 8 consecutive float32
 // Gaussians at once, one per lane: the raster's prepare_gaussians. (Binning's list_pairs keeps
-// the scalar make_support, run only where the radii box is on the image: docs/cpu.md, "Sixth
-// round".) Bitwise the scalar code by construction: each lane runs the scalar's
+// the scalar make_support, run only where the radii box is on the image: docs/cpu.md,
+// "Tried and not kept".) Bitwise the scalar code by construction: each lane runs the scalar's
 // operations in its order and precision (with -ffp-contract=off nothing is fused but the
 // explicit fma's, setup.py), including the scalar's promotions — the host's log and sqrt of a
 // float argument are the double functions (math.h's), so the support box's level and extents

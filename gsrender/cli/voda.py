@@ -36,7 +36,7 @@ def add_parser(sub) -> None:
     cams.add_argument("--cameras-json", default=None,
                       help="cameras of --scene (gsrender JSON list)")
     v.add_argument("--masks", "--labels", dest="labels", default=None,
-                   help="folder of mask PNGs named <image stem>.png (ids; 0 background), associated "
+                   help="folder of mask PNGs named <image stem>.png (ids, background 0), associated "
                         "across views unless --associate")
     v.add_argument("--associate", action="store_true",
                    help="--masks are per-view instance masks with independent ids: associate "

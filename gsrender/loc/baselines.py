@@ -18,7 +18,7 @@ from gsrender.loc.features import Extractor, check_features
 from gsrender.loc.lift import LiftedMap
 from gsrender.scene import GaussianModel
 
-# Pixels whose rendered opacity is below this have no reliable expected depth (background).
+# Pixels whose rendered opacity is below this have no reliable expected depth: they are background.
 DEFAULT_MIN_ALPHA = 0.5
 DEFAULT_RATIO = 0.8
 DEFAULT_MAX_REPROJ_PX = 2.0

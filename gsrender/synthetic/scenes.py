@@ -130,7 +130,7 @@ def _apply_trained_stats(model: GaussianModel, spec: dict, gen: torch.Generator)
 def _features(model: GaussianModel, kind: str, dim: int, n_objects: int, gen: torch.Generator) -> torch.Tensor:
     n = model.num_gaussians
     if kind == "object":
-        # one random unit embedding per id (0 = background) + small iid noise (not renormalised)
+        # one random unit embedding per id, id 0 the background, + small iid noise (not renormalised)
         emb = normalize(torch.randn(n_objects + 1, dim, generator=gen))
         return emb[model.object_ids] + 0.05 * torch.randn(n, dim, generator=gen)
     if kind == "random":

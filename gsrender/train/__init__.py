@@ -1,4 +1,4 @@
-"""A compact 3DGS trainer on gsrender's differentiable rasterize() (issue #6): parameters and
+"""A compact 3DGS trainer on gsrender's differentiable rasterize(): parameters and
 initialisation (params), Adam kept aligned under densification (optim), adaptive density
 control (densify) with its id-keyed noise (noise), data and held-out splits (data), the loop
 (trainer) and the command (run)."""

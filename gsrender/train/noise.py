@@ -1,5 +1,5 @@
 """Counter-based random numbers keyed by Gaussian ids, so that densification draws the same noise
-for a Gaussian whichever process (shard) holds it and in whatever order (issue 19: N ranks train
+for a Gaussian whichever process (shard) holds it and in whatever order (N ranks train
 exactly as one process with an N-times batch).
 
 Every Gaussian carries a persistent int64 id: its index in the initial point cloud, or, for a

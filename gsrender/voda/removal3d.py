@@ -1,5 +1,5 @@
 """Removal-3D: seeded procedural scenes with ground-truth per-Gaussian object ids for measuring how
-much of an object a 3D segmentation actually selects (docs/design.md §7, issue #4).
+much of an object a 3D segmentation actually selects (docs/design.md §7).
 
 A scene is a textured floor and walls stored completely (also under the objects) plus 3-6
 objects of one of two structures: "shells", nested shells of gsrender.synthetic.object_blob (the
@@ -289,9 +289,9 @@ def refit_objects(model: GaussianModel, viewmats, Ks, width: int, height: int, i
 
 def sam_noise(masks: torch.Tensor, seed: int = 0, p_morph: float = 0.6, max_px: int = 2,
               p_hole: float = 0.3, p_merge: float = 0.15) -> torch.Tensor:
-    """SAM-like corruption of instance masks [C,H,W] (ids, 0 = background): per view and object,
-    with probability p_morph erode or dilate by 1..max_px px, p_hole punch a hole (a disc labelled
-    background), p_merge merge a touching neighbour into the object."""
+    """SAM-like corruption of instance masks [C,H,W] (ids, background 0): per view and object,
+    with probability p_morph erode or dilate by 1..max_px px, p_hole punch a hole (a disc set to the
+    background id 0), p_merge merge a touching neighbour into the object."""
     gen = torch.Generator().manual_seed(seed)
     out = masks.clone()
     C, H, W = masks.shape

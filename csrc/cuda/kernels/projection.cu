@@ -70,7 +70,7 @@ __device__ __forceinline__ void block_reduce_store(T (&vals)[kViewGrads], T* dst
 // v_means/v_quats/v_scales/v_opacities have one writer and a fixed summation order, and each
 // camera's v_viewmats share is reduced over the block (fixed order) into view_partial
 // [blocks, C, kViewGrads], summed over blocks in block order by view_sum_kernel. No float
-// atomics, so the backward is deterministic (issue 3).
+// atomics, so the backward is deterministic.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) project_bwd_kernel(
     int64_t C, int64_t N, const T* __restrict__ means, const T* __restrict__ quats,

@@ -112,7 +112,7 @@ struct Compositor {
 // The Tensor Core backward needs it: its pairs come sixteen at a time, front to back, with a quad
 // scan of w·v_w for the columns in between (mma::row_suffix_sums); the CPU row walk, to take every
 // pair's gradients in the pass that recomputes its α and T. The suffix sum is then a difference from
-// S_total, exact to a rounding of S_total rather than of the sum itself: on issue 14's scene
+// S_total, exact to a rounding of S_total rather than of the sum itself: on the benchmark scene
 // (float32 against float64, random cotangents) the gradients' relative errors were the same to
 // three digits either way. Weighted mode is the same either way.
 template <typename V, typename S = V, bool kFrontToBack = false>

@@ -1,4 +1,4 @@
-// rasterize_bwd(deterministic=true): bitwise-reproducible gradients (issue 3) by a fixed
+// rasterize_bwd(deterministic=true): bitwise-reproducible gradients by a fixed
 // reduction order instead of atomics, shared by the CPU and CUDA backends.
 //
 // 1. The tile pass writes, for every tile-list entry e (one (tile, Gaussian) pair of

@@ -148,7 +148,7 @@ GSR_HOST_DEVICE void small_box(const int* r, double mx, double my, double a, dou
 // [r[0], r[2]] × [r[1], r[3]] (its radii box), row by row, meets telling whether the tile is a
 // pair: every tile of the box when conics and opacities are null (box binning), else the tiles
 // its α ≥ 1/255 support ellipse meets (and no call at all when no pixel can contribute). Boxes of
-// up to 3 × 3 tiles (issue 14's 1M scene: all but ~3 %) take a path of their own shape on the host,
+// up to 3 × 3 tiles (the 1M benchmark scene: all but ~3 %) take a path of their own shape on the host,
 // with no loop: a CPU thread's branches then follow the box shape, not each tile.
 template <typename T, class F>
 GSR_HOST_DEVICE void for_each_bin_candidate(const int* r, const T* means2d, const T* conics,
