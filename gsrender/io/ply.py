@@ -1,31 +1,27 @@
-"""PLY read/write in the INRIA 3DGS layout.
+"""PLY read/write in the INRIA 3DGS layout, through plyfile.
 
 Layout: x y z nx ny nz f_dc_0..2 f_rest_* opacity scale_0..2 rot_0..3 (float32), optionally followed by
 feat_0..feat_{D-1} (float32) and object_id (int32). The file stores raw parameters: opacity is a logit,
 scales are logs, rot is a wxyz quaternion; f_rest is channel-major ([channel][coef]).
 
-Files are untrusted: the header is parsed by hand and its element counts and sizes are checked against
-the file length before anything is allocated.
+Files are untrusted, and plyfile allocates an element's declared row count before it reads a row. So
+the header is read first, at most _MAX_HEADER bytes of it, and parsed by plyfile alone; the vertex
+element's properties and every element's declared rows (times the fewest bytes a row can take) are
+checked against the file length; only then does plyfile read the data (binary: memory-mapped).
+Non-finite values and shapes are checked after.
 """
 from __future__ import annotations
 
+import io
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import plyfile
 import torch
 
 from gsrender.scene import GaussianModel
 
-# PLY scalar types -> numpy type codes (byte order is added per file).
-_PLY_TYPES = {
-    "char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1",
-    "short": "i2", "int16": "i2", "ushort": "u2", "uint16": "u2",
-    "int": "i4", "int32": "i4", "uint": "u4", "uint32": "u4",
-    "float": "f4", "float32": "f4", "double": "f8", "float64": "f8",
-}
-_FORMATS = {"binary_little_endian": "<", "binary_big_endian": ">", "ascii": None}
 _MAX_HEADER = 1 << 20  # a real header is a few KB even with 1024 feature columns
 _MAX_PROPS = 1 << 14
 _REST_COUNTS = {0: 0, 9: 1, 24: 2, 45: 3}  # len(f_rest) -> SH degree
@@ -33,15 +29,8 @@ _REQUIRED = (["x", "y", "z"] + [f"f_dc_{i}" for i in range(3)] + ["opacity"]
              + [f"scale_{i}" for i in range(3)] + [f"rot_{i}" for i in range(4)])
 
 
-@dataclass
-class _Element:
-    name: str
-    count: int
-    props: list  # [(name, numpy code or None for list properties)]
-
-
-def _parse_header(path: Path, f) -> tuple[str | None, list[_Element], int]:
-    """(byte order or None for ascii, elements, data offset). Reads at most _MAX_HEADER bytes."""
+def _read_header(path: Path, f) -> tuple[plyfile.PlyData, int]:
+    """(the header as a PlyData without data, data offset). Reads at most _MAX_HEADER bytes."""
     head = f.read(_MAX_HEADER)
     if not head.startswith(b"ply"):
         raise ValueError(f"{path}: not a PLY file (no 'ply' magic at the start)")
@@ -52,57 +41,27 @@ def _parse_header(path: Path, f) -> tuple[str | None, list[_Element], int]:
     if nl < 0:
         raise ValueError(f"{path}: truncated PLY header (no newline after 'end_header')")
     try:
-        lines = head[:end].decode("ascii").split("\n")
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: PLY header is not ASCII text") from None
-    fmt = None
-    order = None
-    elements: list[_Element] = []
-    for ln, raw in enumerate(lines[1:], start=2):
-        tok = raw.strip().split()
-        if not tok or tok[0] in ("comment", "obj_info"):
-            continue
-        if tok[0] == "format":
-            if len(tok) != 3 or tok[1] not in _FORMATS:
-                raise ValueError(f"{path}: unsupported PLY format line {raw.strip()!r} "
-                                 f"(expected binary_little_endian, binary_big_endian or ascii)")
-            fmt, order = tok[1], _FORMATS[tok[1]]
-        elif tok[0] == "element":
-            if len(tok) != 3 or not tok[2].isdigit():
-                raise ValueError(f"{path}: bad PLY element line {ln}: {raw.strip()!r}")
-            elements.append(_Element(tok[1], int(tok[2]), []))
-        elif tok[0] == "property":
-            if not elements:
-                raise ValueError(f"{path}: PLY property before any element (line {ln})")
-            props = elements[-1].props
-            if len(props) >= _MAX_PROPS:
-                raise ValueError(f"{path}: more than {_MAX_PROPS} properties in element "
-                                 f"'{elements[-1].name}'")
-            if len(tok) == 5 and tok[1] == "list":
-                if tok[2] not in _PLY_TYPES or tok[3] not in _PLY_TYPES:
-                    raise ValueError(f"{path}: unknown PLY type on line {ln}: {raw.strip()!r}")
-                props.append((tok[4], None))
-            elif len(tok) == 3 and tok[1] in _PLY_TYPES:
-                props.append((tok[2], _PLY_TYPES[tok[1]]))
-            else:
-                raise ValueError(f"{path}: bad PLY property line {ln}: {raw.strip()!r}")
-        else:
-            raise ValueError(f"{path}: unexpected PLY header line {ln}: {raw.strip()!r}")
-    if fmt is None:
-        raise ValueError(f"{path}: PLY header has no 'format' line")
-    return order if fmt != "ascii" else None, elements, nl + 1
+        # plyfile's own header parser, on the header bytes only: it allocates no data.
+        header = plyfile.PlyData._parse_header(io.BytesIO(head[:nl + 1]))
+    except (plyfile.PlyParseError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: bad PLY header: {e}") from None
+    for e in header.elements:
+        if e.count < 0:
+            raise ValueError(f"{path}: PLY element '{e.name}' declares {e.count} rows")
+        if len(e.properties) > _MAX_PROPS:
+            raise ValueError(f"{path}: more than {_MAX_PROPS} properties in element '{e.name}'")
+    return header, nl + 1
 
 
-def _vertex_element(path: Path, elements: list[_Element]) -> tuple[int, _Element]:
-    idx = [i for i, e in enumerate(elements) if e.name == "vertex"]
-    if not idx:
+def _vertex_element(path: Path, header: plyfile.PlyData) -> plyfile.PlyElement:
+    vertices = [e for e in header.elements if e.name == "vertex"]
+    if not vertices:
         raise ValueError(f"{path}: PLY has no 'vertex' element")
-    vi = idx[0]
-    vert = elements[vi]
-    names = [p[0] for p in vert.props]
+    vert = vertices[0]
+    names = [p.name for p in vert.properties]
     if len(set(names)) != len(names):
         raise ValueError(f"{path}: duplicate property names in the vertex element")
-    if any(code is None for _, code in vert.props):
+    if any(isinstance(p, plyfile.PlyListProperty) for p in vert.properties):
         raise ValueError(f"{path}: vertex element has list properties; not a 3DGS PLY")
     missing = [n for n in _REQUIRED if n not in names]
     if missing:
@@ -110,57 +69,26 @@ def _vertex_element(path: Path, elements: list[_Element]) -> tuple[int, _Element
                          f"(has {names[:12]}{' ...' if len(names) > 12 else ''})")
     if vert.count == 0:
         raise ValueError(f"{path}: PLY has 0 vertices (empty scene)")
-    return vi, vert
+    return vert
 
 
-def _read_binary(path: Path, f, order: str, elements, vi: int, offset: int, file_size: int):
-    # Elements before the vertex block must be fixed-size so we can skip them.
-    skip = 0
-    for e in elements[:vi]:
-        if any(code is None for _, code in e.props):
-            raise ValueError(f"{path}: element '{e.name}' with list properties precedes 'vertex'")
-        skip += e.count * sum(np.dtype(code).itemsize for _, code in e.props)
-    vert = elements[vi]
-    dtype = np.dtype([(n, order + code) for n, code in vert.props])
-    need = skip + vert.count * dtype.itemsize
-    have = file_size - offset
-    if need > have:
-        raise ValueError(
-            f"{path}: truncated or corrupt PLY: header declares {vert.count} vertices x "
-            f"{dtype.itemsize} bytes (+{skip} bytes of earlier elements) = {need} bytes, "
-            f"but only {have} bytes follow the header")
-    f.seek(offset + skip)
-    buf = f.read(vert.count * dtype.itemsize)
-    return np.frombuffer(buf, dtype=dtype, count=vert.count)
+def _min_row_bytes(element: plyfile.PlyElement, text: bool) -> int:
+    """The fewest bytes one row can take: an empty list is its length alone; a text value is "0 "."""
+    if text:
+        return 2 * len(element.properties)
+    return sum(np.dtype(p.list_dtype()[0] if isinstance(p, plyfile.PlyListProperty)
+                        else p.val_dtype).itemsize for p in element.properties)
 
 
-def _read_ascii(path: Path, f, elements, vi: int, offset: int, file_size: int):
-    vert = elements[vi]
-    nprop = len(vert.props)
-    # Every value takes at least 2 bytes ("0 "), so the declared count is bounded by the file size.
-    if vert.count * nprop * 2 > file_size - offset + 1:
-        raise ValueError(f"{path}: truncated or corrupt ASCII PLY: header declares {vert.count} "
-                         f"vertices x {nprop} values, more than the {file_size - offset} data bytes hold")
-    f.seek(offset)
-    lines = f.read().decode("ascii", errors="replace").split("\n")
-    lines = [ln for ln in lines if ln.strip()]
-    skip = sum(e.count for e in elements[:vi])
-    rows = lines[skip:skip + vert.count]
-    if len(rows) < vert.count:
-        raise ValueError(f"{path}: truncated ASCII PLY: header declares {vert.count} vertices, "
-                         f"found {len(rows)} data lines")
-    try:
-        vals = np.array(" ".join(rows).split(), dtype=np.float64)
-    except ValueError:
-        raise ValueError(f"{path}: ASCII PLY has non-numeric vertex values") from None
-    if vals.size != vert.count * nprop:
-        raise ValueError(f"{path}: ASCII PLY vertex lines hold {vals.size} values, "
-                         f"expected {vert.count} x {nprop}")
-    vals = vals.reshape(vert.count, nprop)
-    out = np.empty(vert.count, dtype=np.dtype([(n, code) for n, code in vert.props]))
-    for j, (n, _) in enumerate(vert.props):
-        out[n] = vals[:, j]
-    return out
+def _check_counts(path: Path, header: plyfile.PlyData, data_bytes: int) -> None:
+    """Every declared row must fit in the bytes after the header, before plyfile allocates them."""
+    rows = [(e, _min_row_bytes(e, header.text)) for e in header.elements]
+    need = sum(e.count * size for e, size in rows)
+    if need > data_bytes + header.text:  # a text file may lack its last newline
+        declared = ", ".join(f"{e.count} {'vertices' if e.name == 'vertex' else repr(e.name) + ' rows'}"
+                             f" x {size} bytes" for e, size in rows)
+        raise ValueError(f"{path}: truncated or corrupt PLY: the header declares {declared} "
+                         f"= {need} bytes at least, but only {data_bytes} bytes follow the header")
 
 
 def _numbered(names: list[str], prefix: str) -> int:
@@ -186,13 +114,15 @@ def load_ply(path: str | os.PathLike) -> GaussianModel:
     path = Path(path)
     file_size = path.stat().st_size
     with open(path, "rb") as f:
-        order, elements, offset = _parse_header(path, f)
-        vi, vert = _vertex_element(path, elements)
-        if order is None:
-            data = _read_ascii(path, f, elements, vi, offset, file_size)
-        else:
-            data = _read_binary(path, f, order, elements, vi, offset, file_size)
-    names = [p[0] for p in vert.props]
+        header, offset = _read_header(path, f)
+        vert = _vertex_element(path, header)
+        _check_counts(path, header, file_size - offset)
+        f.seek(0)
+        try:
+            data = plyfile.PlyData.read(f)["vertex"].data
+        except plyfile.PlyParseError as e:
+            raise ValueError(f"{path}: corrupt PLY data: {e}") from None
+    names = [p.name for p in vert.properties]
     try:
         n_rest = _numbered(names, "f_rest_")
         n_feat = _numbered(names, "feat_")
@@ -301,14 +231,7 @@ def save_ply(path: str | os.PathLike, model: GaussianModel) -> None:
             raise ValueError("model.object_ids: values must fit in int32 (the PLY 'int' type)")
         cols += [("object_id", "i4", ids)]
 
-    dtype = np.dtype([(name, "<" + code) for name, code, _ in cols])
-    rec = np.empty(n, dtype=dtype)
+    rec = np.empty(n, dtype=[(name, "<" + code) for name, code, _ in cols])
     for name, _, vals in cols:
         rec[name] = vals
-    ply_type = {"f4": "float", "i4": "int"}
-    header = ["ply", "format binary_little_endian 1.0", f"element vertex {n}"]
-    header += [f"property {ply_type[code]} {name}" for name, code, _ in cols]
-    header += ["end_header"]
-    with open(path, "wb") as f:
-        f.write(("\n".join(header) + "\n").encode("ascii"))
-        f.write(rec.tobytes())
+    plyfile.PlyData([plyfile.PlyElement.describe(rec, "vertex")], byte_order="<").write(str(path))
