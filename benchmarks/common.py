@@ -147,6 +147,36 @@ def sgemm_gflops(chs: list[int], square: int, k: int = 32, tiles: int = 256) -> 
 
 
 # ---------------------------------------------------------------------------------------------
+# the CPU benchmarks' scene
+
+
+def random_box_scene(n: int, size: int, seed: int = 0, height: int | None = None) -> dict:
+    """The CPU targets' scene: N Gaussians uniform in a box 5 ± 0.5 units in front of a size² pinhole camera (f = size·500/512,
+    the box fills the view), log-normal scales (median e^-4, σ 0.6), sigmoid-normal opacities.
+    height: a size × height camera instead (same f and draws; the box fills its view)."""
+    g = torch.Generator().manual_seed(seed)
+    f = 500.0 * size / 512
+    height = size if height is None else height
+    z = 5.0 + (torch.rand(n, generator=g) - 0.5)
+    half_x, half_y = 0.5 * size / f * z, 0.5 * height / f * z  # the view's half extents at that depth
+    means = torch.stack([(torch.rand(n, generator=g) * 2 - 1) * half_x,
+                         (torch.rand(n, generator=g) * 2 - 1) * half_y, z], -1)
+    return {"means": means, "quats": torch.nn.functional.normalize(torch.randn(n, 4, generator=g), dim=-1),
+            "scales": torch.exp(-4.0 + 0.6 * torch.randn(n, 3, generator=g)),
+            "opacities": torch.sigmoid(torch.randn(n, generator=g)),
+            "sh": 0.3 * torch.randn(n, 16, 3, generator=g),
+            "viewmat": torch.eye(4)[None], "K": torch.tensor([[[f, 0.0, size / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]]])}
+
+
+def render_scene(t: dict, feats, vm, K, w, h, mode: str, precision: str, profile: bool):
+    """gsrender.rasterize on a scene dict (means, quats, scales, opacities, sh [N, K, 3])."""
+    deg = round(t["sh"].shape[1] ** 0.5) - 1
+    return gsrender.rasterize(t["means"], t["quats"], t["scales"], t["opacities"], t["sh"], vm, K, w, h,
+                              sh_degree=deg, features=feats, mode=mode, precision=precision,
+                              profile=profile)
+
+
+# ---------------------------------------------------------------------------------------------
 # environment
 
 

@@ -1,5 +1,5 @@
-"""Side-by-side A/B of two gsrender builds on issue 14's scene (benchmarks/cpu_render.py
-issue_scene / target_cases): alternating subprocesses, one per build per round, so both see the
+"""Side-by-side A/B of two gsrender builds on the benchmark scene (benchmarks/common.py
+random_box_scene, benchmarks/cpu_render.py target_cases): alternating subprocesses, one per build per round, so both see the
 same machine load; prints each build's medians over the rounds and the ratio (outside_ms: the
 forward's time outside its timed stages — input checks, glue, freeing its outputs). --stages: the
 per-Gaussian stages alone (project, sh, bin; benchmarks/cpu_stages_loop.py, the raster stubbed),
@@ -28,7 +28,7 @@ assert gsrender.__file__.startswith(root), gsrender.__file__
 spec = importlib.util.spec_from_file_location("cpu_render", bench)
 cr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cr)
-sc = cr.issue_scene(n, 512)
+sc = cr.random_box_scene(n, 512)
 rows = cr.target_cases(sc, ds, runs, 1, train=train)
 if cpu:  # the forward's process CPU time (one thread: no barrier spins), less load-sensitive than wall
     import statistics, time, torch
@@ -40,7 +40,7 @@ if cpu:  # the forward's process CPU time (one thread: no barrier spins), less l
         with torch.no_grad():
             for i in range(runs + 1):
                 t0 = time.process_time()
-                cr._render(t, feats, sc["viewmat"], sc["K"], size, size, "sorted", "auto", False)
+                cr.render_scene(t, feats, sc["viewmat"], sc["K"], size, size, "sorted", "auto", False)
                 if i:
                     ts.append((time.process_time() - t0) * 1e3)
         row["fwd_cpu_ms"] = statistics.median(ts)

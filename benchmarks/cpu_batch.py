@@ -1,4 +1,4 @@
-"""Batched cameras: one rasterize call with C cameras vs C calls of one camera (issue 14's scene,
+"""Batched cameras: one rasterize call with C cameras vs C calls of one camera (the benchmark scene,
 the same cameras), forward (no grad) and forward + backward; alternating, medians over rounds.
 
     python benchmarks/cpu_batch.py [N C ROUNDS]   (default 100000 2 2)
@@ -12,13 +12,12 @@ import torch
 
 root = str(Path(__file__).resolve().parents[1])
 sys.path.insert(0, root)
-sys.path.insert(0, root + "/benchmarks")
-import cpu_render as cr  # noqa: E402
+from benchmarks.common import random_box_scene, render_scene  # noqa: E402
 
 import gsrender  # noqa: E402
 
 n, C, rounds = (int(v) for v in (sys.argv[1:4] if len(sys.argv) > 3 else (100_000, 2, 2)))
-sc = cr.issue_scene(n, 512)
+sc = random_box_scene(n, 512)
 t = {k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}
 vm = sc["viewmat"].repeat(C, 1, 1); vm[:, 0, 3] = torch.linspace(-0.05, 0.05, C)
 K = sc["K"].repeat(C, 1, 1)

@@ -1,5 +1,5 @@
 """One build, one factor: box vs exact binning (bin_tiles without / with conics and opacities) on
-issue 14's 100k@512² scene; the same raster forward and backward on each list. Alternating
+the benchmark scene (100k at 512²); the same raster forward and backward on each list. Alternating
 rounds; medians of bin (incl. the depth sort), raster_fwd, raster_bwd; checks the images agree.
 
     python benchmarks/cpu_bin_ab.py [ROUNDS]
@@ -13,13 +13,12 @@ import torch
 
 root = str(Path(__file__).resolve().parents[1])
 sys.path.insert(0, root)
-sys.path.insert(0, root + "/benchmarks")
-import cpu_render as cr  # noqa: E402
+from benchmarks.common import random_box_scene, render_scene  # noqa: E402
 from gsrender import ops  # noqa: E402
 
-sc = cr.issue_scene(100_000, 512)
+sc = random_box_scene(100_000, 512)
 with torch.no_grad():
-    o = cr._render({k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}, None, sc["viewmat"], sc["K"], 512, 512, "sorted", "auto", False)
+    o = render_scene({k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}, None, sc["viewmat"], sc["K"], 512, 512, "sorted", "auto", False)
 m = o.meta
 C, N = m["means2d"].shape[:2]
 chans = torch.cat([torch.rand(C, N, 3), m["depths"][..., None]], -1).contiguous()

@@ -1,9 +1,9 @@
-"""Peak resident memory of one CPU forward + backward (issue 14's target: 1M Gaussians at
+"""Peak resident memory of one CPU forward + backward (the target: 1M Gaussians at
 1920×1080 ≤ 2 GB), measured in a fresh subprocess so the peak is the case's own.
 
     python benchmarks/cpu_memory.py [--n 1000000] [--width 1920] [--height 1080] [--D 0] [--threads T]
 
-The scene is issue 14's (benchmarks/cpu_render.py issue_scene, SH degree 3) on a width × height
+The scene is the benchmark scene (benchmarks/common.py random_box_scene, SH degree 3) on a width × height
 camera with f = 500·width/512. Every scene tensor is a leaf requiring grad. Reports (MB): the
 process's resident set before the render (torch + scene), the absolute peak (VmHWM, what the
 target counts) and the peak of each phase above its start (the forward under autograd; the
@@ -29,10 +29,9 @@ def measure(n: int, width: int, height: int, D: int) -> dict:
     import gsrender  # noqa: F401, I001 (before torch, as the `gsrender` command: its defaults apply)
     import torch
 
-    from benchmarks import cpu_render as cr
-    from benchmarks.common import PeakMemory, _status_kb
+    from benchmarks.common import PeakMemory, _status_kb, random_box_scene, render_scene
 
-    sc = cr.issue_scene(n, width, height=height)
+    sc = random_box_scene(n, width, height=height)
     leaves = {k: sc[k].requires_grad_(True) for k in ("means", "quats", "scales", "opacities", "sh")}
     feats = torch.rand(n, D, generator=torch.Generator().manual_seed(D)).requires_grad_(True) if D else None
     saved: dict[int, int] = {}
@@ -46,7 +45,7 @@ def measure(n: int, width: int, height: int, D: int) -> dict:
     t0 = time.perf_counter()
     with PeakMemory() as fwd:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out = cr._render(leaves, feats, sc["viewmat"], sc["K"], width, height, "sorted", "auto", False)
+            out = render_scene(leaves, feats, sc["viewmat"], sc["K"], width, height, "sorted", "auto", False)
         loss = out.colors.sum() + out.alphas.sum() + out.depths.sum() + (out.features.sum() if D else 0)
     row["pairs"] = int(out.meta["n_intersections"])
     del out

@@ -1,4 +1,4 @@
-"""Every output of issue 14's scene (benchmarks/cpu_render.py issue_scene, SH degree 3, 512²,
+"""Every output of the benchmark scene (benchmarks/common.py random_box_scene, SH degree 3, 512²,
 sorted) saved to one file, and two such files compared bit for bit: the check behind a "same
 outputs" claim for a CPU change. The forward at --n-fwd Gaussians (images, radii, means2d, depths,
 conics, opacities, tile lists, stats) and forward + backward at --n-grad with 8 features (the
@@ -24,11 +24,11 @@ PARAMS = ("means", "quats", "scales", "opacities", "sh")
 
 
 def outputs(n: int, grad: bool, size: int = 512) -> dict:
-    """name → tensor for one render of issue 14's scene at n Gaussians (with gradients: grad)."""
+    """name → tensor for one render of the benchmark scene at n Gaussians (with gradients: grad)."""
     import gsrender
-    from benchmarks.cpu_render import issue_scene
+    from benchmarks.common import random_box_scene
 
-    sc = issue_scene(n, size)
+    sc = random_box_scene(n, size)
     t = {k: sc[k].clone().requires_grad_(grad) for k in PARAMS}
     feats = None
     if grad:

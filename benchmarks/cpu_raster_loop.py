@@ -1,5 +1,5 @@
-"""The CPU raster ops alone, in a loop, for a profiler: renders issue 14's scene
-(benchmarks/cpu_render.py issue_scene, 100k Gaussians at 512², SH 3 + D features) once to capture
+"""The CPU raster ops alone, in a loop, for a profiler: renders the benchmark scene
+(benchmarks/common.py random_box_scene, 100k Gaussians at 512², SH 3 + D features) once to capture
 rasterize_fwd's inputs, then calls rasterize_fwd (fwd) or rasterize_bwd (bwd, upstream gradients
 of ones) ITERS times and prints the median ms and the forward's stats (lanes listed / α-evaluated
 / contributing) and pairs.
@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
 
 import gsrender.ops as ops  # noqa: E402
 import gsrender.render as render_mod  # noqa: E402
-from benchmarks.cpu_render import _render, issue_scene  # noqa: E402
+from benchmarks.common import random_box_scene, render_scene  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     p.add_argument("iters", type=int, nargs="?", default=8)
     p.add_argument("--n", type=int, default=100_000)
     a = p.parse_args(argv)
-    sc = issue_scene(a.n, 512)
+    sc = random_box_scene(a.n, 512)
     t = {k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}
     feats = torch.rand(a.n, a.D, generator=torch.Generator().manual_seed(a.D)) if a.D else None
     captured = []
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
                                                                          or raster(*x, **k))})()
     try:
         with torch.no_grad():
-            _render(t, feats, sc["viewmat"], sc["K"], 512, 512, "sorted", "auto", False)
+            render_scene(t, feats, sc["viewmat"], sc["K"], 512, 512, "sorted", "auto", False)
     finally:
         render_mod.ops = ops
     args, kw = captured[0]

@@ -3,15 +3,15 @@ next to this machine's sgemm GFLOP/s (measured in the same run), peak memory, pa
 and the matrix path's speedup over the in-house scalar per-pixel path (precision="fp32").
 
     python benchmarks/cpu_render.py [--quick | --smoke] [--out DIR] [--mode sorted|weighted]
-    python benchmarks/cpu_render.py --targets [--smoke] [--out DIR]   # issue 14's targets
+    python benchmarks/cpu_render.py --targets [--smoke] [--out DIR]   # the CPU targets
 
---targets: the random scene of issue 14 (N Gaussians uniform in front of the camera, 5 units
+--targets: the benchmark scene (benchmarks/common.py random_box_scene: N Gaussians uniform in front of the camera, 5 units
 away, log-normal scales with median e^-4 and σ 0.6 in log space, sigmoid-normal opacities, SH
 degree 3; a 512² pinhole camera with f = 500): 100k Gaussians for D ∈ {0, 16, 64, 256} (forward,
 forward + backward, stage times, the scalar kernel's forward side by side) and 1M Gaussians (RGB
 forward and its per-Gaussian stages' share), each the median of --runs (default 5) after a
 warm-up, the cases of a scene interleaved (each round runs every case once), and the peak resident memory of a forward + backward of 1M Gaussians at 1920×1080
-(benchmarks/cpu_memory.py, a fresh process), checked against the issue's targets; writes cpu_targets.json / .md and the plot of
+(benchmarks/cpu_memory.py, a fresh process), checked against the CPU targets (docs/cpu.md); writes cpu_targets.json / .md and the plot of
 time against D (cpu_targets_vs_D.png) to --out.
 
 Scenes: the bundled sample (data/sample), the Mip-NeRF 360 garden points
@@ -47,7 +47,8 @@ if str(ROOT) not in sys.path:
 import gsrender  # noqa: I001
 import torch
 
-from benchmarks.common import PeakMemory, _loadavg, environment, mem_available_mb, sgemm_gflops
+from benchmarks.common import (PeakMemory, _loadavg, environment, mem_available_mb, random_box_scene,
+                               render_scene, sgemm_gflops)
 
 SHARED = ROOT.parent / "shared" / "data"
 SAMPLE = ROOT / "data" / "sample"
@@ -136,13 +137,6 @@ def estimate_mb(n: int, width: int, height: int, ch: int) -> float:
 # one case
 
 
-def _render(t: dict, feats, vm, K, w, h, mode: str, precision: str, profile: bool):
-    deg = round(t["sh"].shape[1] ** 0.5) - 1
-    return gsrender.rasterize(t["means"], t["quats"], t["scales"], t["opacities"], t["sh"], vm, K, w, h,
-                              sh_degree=deg, features=feats, mode=mode, precision=precision,
-                              profile=profile)
-
-
 def run_case(t: dict, vm, K, label: str, w: int, h: int, D: int, cfg: dict) -> dict:
     n = t["means"].shape[0]
     ch = 4 + D
@@ -158,11 +152,11 @@ def run_case(t: dict, vm, K, label: str, w: int, h: int, D: int, cfg: dict) -> d
     with PeakMemory() as mem:
         with torch.no_grad():
             for _ in range(warm):
-                _render(t, feats, vm, K, w, h, cfg["mode"], "auto", False)
+                render_scene(t, feats, vm, K, w, h, cfg["mode"], "auto", False)
             fwd, stages = [], {s: [] for s in STAGES}
             for _ in range(runs):
                 t0 = time.perf_counter()
-                out = _render(t, feats, vm, K, w, h, cfg["mode"], "auto", True)
+                out = render_scene(t, feats, vm, K, w, h, cfg["mode"], "auto", True)
                 fwd.append((time.perf_counter() - t0) * 1e3)
                 for s in STAGES:
                     stages[s].append(out.meta["timings_ms"][s])
@@ -172,7 +166,7 @@ def run_case(t: dict, vm, K, label: str, w: int, h: int, D: int, cfg: dict) -> d
         fleaf = feats.clone().requires_grad_(True) if D else None
         bwd = []
         for i in range(warm + runs):
-            out = _render(leaves, fleaf, vm, K, w, h, cfg["mode"], "auto", False)
+            out = render_scene(leaves, fleaf, vm, K, w, h, cfg["mode"], "auto", False)
             outs = [o for o in (out.colors, out.depths, out.alphas, out.features) if o is not None]
             grads = [torch.ones_like(o) for o in outs]
             t0 = time.perf_counter()
@@ -196,7 +190,7 @@ def run_case(t: dict, vm, K, label: str, w: int, h: int, D: int, cfg: dict) -> d
             sc, sr = [], []
             for i in range(warm + runs):
                 t0 = time.perf_counter()
-                out = _render(t, feats, vm, K, w, h, cfg["mode"], "fp32", True)
+                out = render_scene(t, feats, vm, K, w, h, cfg["mode"], "fp32", True)
                 if i >= warm:
                     sc.append((time.perf_counter() - t0) * 1e3)
                     sr.append(out.meta["timings_ms"]["raster_fwd"])
@@ -286,28 +280,10 @@ def text_table(rows: list[dict], gemm: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# issue 14's scene and targets (--targets)
+# the benchmark scene and targets (--targets)
 
 TARGET_DS = (0, 16, 64, 256)
 TARGET_SIZES = {"full": (100_000, 1_000_000, 512), "smoke": (2_000, 5_000, 64)}
-
-
-def issue_scene(n: int, size: int, seed: int = 0, height: int | None = None) -> dict:
-    """N Gaussians uniform in a box 5 ± 0.5 units in front of a size² pinhole camera (f = size·500/512,
-    the box fills the view), log-normal scales (median e^-4, σ 0.6), sigmoid-normal opacities.
-    height: a size × height camera instead (same f and draws; the box fills its view)."""
-    g = torch.Generator().manual_seed(seed)
-    f = 500.0 * size / 512
-    height = size if height is None else height
-    z = 5.0 + (torch.rand(n, generator=g) - 0.5)
-    half_x, half_y = 0.5 * size / f * z, 0.5 * height / f * z  # the view's half extents at that depth
-    means = torch.stack([(torch.rand(n, generator=g) * 2 - 1) * half_x,
-                         (torch.rand(n, generator=g) * 2 - 1) * half_y, z], -1)
-    return {"means": means, "quats": torch.nn.functional.normalize(torch.randn(n, 4, generator=g), dim=-1),
-            "scales": torch.exp(-4.0 + 0.6 * torch.randn(n, 3, generator=g)),
-            "opacities": torch.sigmoid(torch.randn(n, generator=g)),
-            "sh": 0.3 * torch.randn(n, 16, 3, generator=g),
-            "viewmat": torch.eye(4)[None], "K": torch.tensor([[[f, 0.0, size / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]]])}
 
 
 def _ms(fn) -> float:
@@ -333,10 +309,10 @@ def target_cases(sc: dict, Ds, runs: int, warmup: int, scalar_ds=(), train: bool
 
         @torch.no_grad()
         def render(precision="auto", profile=False):
-            return _render(t, feats, vm, K, size, size, "sorted", precision, profile)
+            return render_scene(t, feats, vm, K, size, size, "sorted", precision, profile)
 
         def step():
-            out = _render(leaves, fleaf, vm, K, size, size, "sorted", "auto", False)
+            out = render_scene(leaves, fleaf, vm, K, size, size, "sorted", "auto", False)
             loss = out.colors.sum() + out.alphas.sum() + (out.features.sum() if D else 0)
             for v in (*leaves.values(), fleaf):  # zero_grad(set_to_none=True), as a training
                 if v is not None:                # loop does: no accumulation into old grads
@@ -387,7 +363,7 @@ def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
     warmup = 1
     env = environment(config, "sorted")
     print(f"gsrender CPU targets ({config}): {env['cpu']}, {env['threads']} threads", file=sys.stderr)
-    sc = issue_scene(n_small, size)
+    sc = random_box_scene(n_small, size)
     rows = target_cases(sc, TARGET_DS, runs, warmup, scalar_ds=(0, 64))
     for r in rows:
         print(json.dumps(r), file=sys.stderr, flush=True)
@@ -395,7 +371,7 @@ def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
     # Gaussians per tile (its tile–Gaussian pairs over its tiles)
     k = max(1, round(rows[0]["pairs"] / math.ceil(size / 16) ** 2))
     gemm = sgemm_gflops([4 + d for d in TARGET_DS], 1024 if config == "smoke" else 2048, k=k)
-    big, = target_cases(issue_scene(n_big, size), (0,), max(3, runs // 2), warmup, train=False)
+    big, = target_cases(random_box_scene(n_big, size), (0,), max(3, runs // 2), warmup, train=False)
     print(json.dumps(big), file=sys.stderr, flush=True)
     mem, mem_target = memory_target(config)
     env["loadavg_end"] = _loadavg()
@@ -413,7 +389,7 @@ def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
 
 
 def memory_target(config: str) -> tuple[dict, dict]:
-    """Issue 14's memory target: peak resident memory of a forward + backward of 1M Gaussians at
+    """The memory target: peak resident memory of a forward + backward of 1M Gaussians at
     1920×1080 (benchmarks/cpu_memory.py, in a fresh process; --smoke: 5k at 192×108)."""
     from benchmarks.cpu_memory import memory_case
 
@@ -433,7 +409,7 @@ def _round_range(num: list[float], den: list[float] | None = None) -> list[float
 
 
 def summarize_targets(rows: list[dict], big: dict, gemm: dict) -> list[dict]:
-    """The issue's targets against this run: the value from the medians over the rounds and,
+    """The CPU targets against this run: the value from the medians over the rounds and,
     for times and ratios, "range": [min, max] of the same figure in each round on its own (a
     target met by the medians but not in every round is one the machine's load decides).
     Accumulation GFLOP/s: the feature channels' useful flops (2 · contributing pairs · D) over the
@@ -477,7 +453,7 @@ def targets_markdown(rows, big, gemm, res, env) -> str:
     machine = (f"{env['cpu']}, {env['threads']} threads, torch {env['torch']}; load average "
                f"{env['loadavg_start']} at start, {env['loadavg_end']} at end (other processes share the "
                "cores: absolute ms are noisy, ratios within this run are the figures to read)")
-    lines = ["# CPU renderer: issue 14 targets", "", machine, "",
+    lines = ["# CPU renderer: targets", "", machine, "",
              "| N | D | fwd ms | fwd+bwd ms | (fwd+bwd)/fwd | project | sh | bin | raster_fwd | pairs | "
              "contributing | scalar fwd ms | scalar / matrix |", "|" + "---|" * 13]
     for r in [*rows, big]:
@@ -494,8 +470,8 @@ def targets_markdown(rows, big, gemm, res, env) -> str:
         rr = "–" if "range" not in t else f"{t['range'][0]:.3g} – {t['range'][1]:.3g}"
         lines.append(f"| {t['target']} | {t['goal']} | {_f(t['value'], '.3g')}{extra} | {rr} | "
                      f"{'yes' if t['ok'] else 'no'} |")
-    lines += ["", "Medians after a warm-up; each round: the lowest and highest value of the figure in one round "
-              f"alone (its cases timed side by side in that round). sgemm: tile-shaped torch.bmm [256,{gemm['tile_k']}]×[{gemm['tile_k']},CH] "
+    lines += ["", "Medians after a warm-up; each round: the lowest and highest value the figure takes in a single "
+              f"round, whose cases are timed side by side. sgemm: tile-shaped torch.bmm [256,{gemm['tile_k']}]×[{gemm['tile_k']},CH] "
               "(K = the scene's Gaussians per 16-px tile) in the same run. "
               "Stage columns in ms."]
     return "\n".join(lines) + "\n"
@@ -533,7 +509,7 @@ def parse_args(argv=None):
     p.add_argument("--mode", choices=("sorted", "weighted"), default="sorted")
     p.add_argument("--preset", default="counter", help="synthetic preset for the large scene")
     p.add_argument("--runs", type=int, default=None, help="timed runs per case (median)")
-    p.add_argument("--targets", action="store_true", help="issue 14's scene and targets (see above)")
+    p.add_argument("--targets", action="store_true", help="the benchmark scene and targets (see above)")
     p.add_argument("--no-subprocess", action="store_true", help="run the large group in this process")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)

@@ -1,6 +1,6 @@
-"""Issue 14's per-Gaussian stages (project, sh, bin) alone, in a loop, for a profiler and for A/B
-runs at 1M Gaussians: gsrender.rasterize(profile=True) on issue 14's scene
-(benchmarks/cpu_render.py issue_scene, SH degree 3) with the raster stage replaced by a stub that
+"""The per-Gaussian stages (project, sh, bin) alone, in a loop, for a profiler and for A/B
+runs at 1M Gaussians: gsrender.rasterize(profile=True) on the benchmark scene
+(benchmarks/common.py random_box_scene, SH degree 3) with the raster stage replaced by a stub that
 returns empty images, so project, sh and bin run — and are timed — exactly as in the pipeline.
 Prints one JSON line: the median ms of each stage over --iters runs after a warm-up, and the pairs.
 
@@ -42,12 +42,12 @@ def _clocks(meta: dict) -> dict:
 
 
 def stages_case(n: int, size: int, iters: int, height: int | None = None) -> dict:
-    """Median ms of project / sh / bin (the pipeline's own clocks) and the pairs, issue 14's
+    """Median ms of project / sh / bin (the pipeline's own clocks) and the pairs, the benchmark
     scene at n Gaussians on a size × height camera (height: size)."""
-    from benchmarks.cpu_render import _render, issue_scene
+    from benchmarks.common import random_box_scene, render_scene
 
     height = size if height is None else height
-    sc = issue_scene(n, size, height=height)
+    sc = random_box_scene(n, size, height=height)
     t = {k: sc[k] for k in ("means", "quats", "scales", "opacities", "sh")}
     stub = type("StubRasterOps", (), {"__getattr__": lambda _, k: getattr(ops, k),
                                       "rasterize": staticmethod(_stub_rasterize)})()
@@ -61,7 +61,7 @@ def stages_case(n: int, size: int, iters: int, height: int | None = None) -> dic
         with torch.no_grad():
             # only the clocks and the count are kept: holding every run's tensors (meta holds the
             # binning's) would map fresh pages per run
-            metas = [_clocks(_render(t, None, sc["viewmat"], sc["K"], size, height, "sorted",
+            metas = [_clocks(render_scene(t, None, sc["viewmat"], sc["K"], size, height, "sorted",
                                      "auto", True).meta) for _ in range(iters + 2)][2:]
     finally:
         render_mod.ops = ops

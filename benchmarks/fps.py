@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import gsrender
-from benchmarks.common import Timer, env_block, median, p90, peak_memory
+from benchmarks.common import Timer, env_block, median, p90, peak_memory, render_scene
 
 STAGES = ("project", "sh", "bin", "raster_fwd", "raster_bwd")
 DEFAULT_PRESET = "counter"
@@ -146,13 +146,6 @@ class Scene:
 # one run
 
 
-def _render(t: dict, feats, vm, K, w, h, mode, precision, profile):
-    deg = round(t["sh"].shape[1] ** 0.5) - 1
-    return gsrender.rasterize(t["means"], t["quats"], t["scales"], t["opacities"], t["sh"], vm, K, w, h,
-                              sh_degree=deg, features=feats, mode=mode, precision=precision,
-                              profile=profile)
-
-
 def _loss(out):
     # the documented backward: colors.sum() + features.sum()
     loss = out.colors.sum()
@@ -185,7 +178,7 @@ def run_one(t: dict, vms, Ks, w: int, h: int, D: int, mode: str, precision: str,
                 if v is not None:
                     v.grad = None
             with Timer(device) as tf:
-                out = _render(leaves, fleaf, vms[c:c + 1], Ks[c:c + 1], w, h, mode, precision, True)
+                out = render_scene(leaves, fleaf, vms[c:c + 1], Ks[c:c + 1], w, h, mode, precision, True)
             loss = _loss(out)
             with Timer(device) as tb:
                 loss.backward()
@@ -268,7 +261,7 @@ def reference_check(scene: Scene, D: int = 4, n: int = 300, size: int = 24) -> d
     res = {"n_gaussians": t["means"].shape[0], "width": size, "height": size, "D": D}
     with torch.no_grad():
         for prec in ("auto", "fp32"):
-            out = _render(t, feats, vm, K, size, size, "sorted", prec, False)
+            out = render_scene(t, feats, vm, K, size, size, "sorted", prec, False)
             err = max((out.colors.double() - ref["colors"]).abs().max().item(),
                       (out.features.double() - ref["features"]).abs().max().item())
             res[f"max_abs_err_{kernel_name(prec, 'sorted')}"] = err
