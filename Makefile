@@ -64,13 +64,12 @@ browser:
 test: build setup-test browser
 	$(PY) -m pytest -q
 
-# also refreshes docs/gallery.md's pictures in docs/images/ (time vs D / N, stages, channels,
-# the plant turntable, the viewer screenshot when Chromium is there)
+# The benchmarks behind the figures in README.md and docs/ (~15 min on 2 cores): results in
+# benchmarks/results/*.json (machine, load, commit, date), the figure tables rewritten from them
+# (benchmarks/report.py), then docs/gallery.md's pictures in docs/images/ (time vs D / N, stages,
+# channels, the plant turntable, the viewer screenshot when Chromium is there).
 bench: build
-	$(PY) benchmarks/cpu_render.py --quick --out out/bench
-	$(PY) benchmarks/fps.py --quick --out out/fps
-	$(PY) benchmarks/channels.py --quick --out out/channels
-	$(PY) benchmarks/viewer.py --out out/viewer
+	$(PY) benchmarks/report.py
 	$(PY) scripts/gallery_images.py
 
 lint: setup-test

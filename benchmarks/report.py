@@ -1,0 +1,322 @@
+"""Runs the benchmarks behind the figures in README.md and docs/, keeps each result in
+benchmarks/results/<name>.json with the machine it ran on (CPU model, the CPU instruction-set copy
+in use, cores, threads, load average before and after), the commit and the date, and renders the
+figure tables of the markdown files from those files.
+
+    python benchmarks/report.py                 # every benchmark (~15 min on 2 cores), then render
+    python benchmarks/report.py --only cpu_targets,viewer
+    python benchmarks/report.py --render        # render from benchmarks/results/ alone, no run
+    python benchmarks/report.py --quick         # small configs (~3 min) into out/bench-quick/; renders
+                                                # into memory only: checks that every table renders
+
+Each benchmark's own outputs (its JSON, markdown and plots) stay in out/<name>/, where
+scripts/gallery_images.py finds the plots.
+
+A table lives between `<!-- figures:begin NAME -->` and `<!-- figures:end NAME -->` in a markdown
+file; RENDERERS says which results file each one is made from. Results files this script does not
+write (first_run.json, written by the first-run measurement) are rendered when present.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md")
+MARKER = re.compile(r"(<!-- figures:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- figures:end (?P=name) -->)",
+                    re.S)
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One benchmark: its command for the full and the quick config ({out} is its output folder)
+    and the JSON file it writes there."""
+    full: tuple[str, ...]
+    quick: tuple[str, ...]
+    produces: str
+    needs: tuple[str, ...] = ()  # paths relative to ROOT (or absolute) without which it is skipped
+
+
+SNOWMIKU = str(ROOT.parent / "shared" / "data" / "snowmiku_small")
+BENCHES = {
+    "cpu_targets": Bench(("benchmarks/cpu_render.py", "--targets", "--runs", "5", "--out", "{out}"),
+                         ("benchmarks/cpu_render.py", "--targets", "--smoke", "--runs", "2", "--out", "{out}"),
+                         "cpu_targets.json"),
+    "fps": Bench(("benchmarks/fps.py", "--quick", "--frames", "6", "--out", "{out}"),
+                 ("benchmarks/fps.py", "--smoke", "--out", "{out}"), "fps.json"),
+    "channels": Bench(("benchmarks/channels.py", "--quick", "--out", "{out}"),
+                      ("benchmarks/channels.py", "--smoke", "--out", "{out}"), "channels.json"),
+    "mipnerf360_synthetic": Bench(("benchmarks/mipnerf360.py", "--synthetic", "--quick", "--out", "{out}"),
+                                  ("benchmarks/mipnerf360.py", "--synthetic", "--smoke", "--out", "{out}"),
+                                  "results.json"),
+    "viewer": Bench(("benchmarks/viewer.py", "--frames", "24", "--out", "{out}"),
+                    ("benchmarks/viewer.py", "--frames", "3", "--width", "160", "--height", "120", "--out", "{out}"),
+                    "viewer.json"),
+    "train_step": Bench(("benchmarks/train_step.py", "--colmap", SNOWMIKU, "--steps", "10", "--out", "{out}"),
+                        ("benchmarks/train_step.py", "--colmap", SNOWMIKU, "--warmup", "1", "--steps", "2",
+                         "--out", "{out}"),
+                        "train_step.json", needs=(SNOWMIKU,)),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# the machine
+
+
+def machine() -> dict:
+    """CPU model, the instruction-set copy gsrender's kernels run, cores, threads, load average."""
+    import torch
+
+    from gsrender import _C
+
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
+    except OSError:
+        pass
+    return {"cpu": cpu, "isa": _C.cpu_isa(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+            "loadavg": [round(v, 2) for v in os.getloadavg()]}
+
+
+def _commit() -> str:
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+    head = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def run_bench(name: str, quick: bool, results: Path, out: Path) -> Path | None:
+    """Runs one benchmark in a fresh process with its outputs (JSON, markdown, plots) in
+    out/<name>, wraps its JSON with the machine and writes results/<name>.json. None when its
+    inputs are missing."""
+    b = BENCHES[name]
+    missing = [p for p in b.needs if not (ROOT / p).exists()]
+    if missing:
+        print(f"{name}: skipped ({', '.join(missing)} missing)", file=sys.stderr)
+        return None
+    folder = out / name
+    cmd = [sys.executable, *(a.replace("{out}", str(folder)) for a in (b.quick if quick else b.full))]
+    shown = " ".join(a.replace(str(folder), "OUT").replace(str(ROOT.parent), "..") for a in cmd[1:])
+    print(f"{name}: {shown}", file=sys.stderr, flush=True)
+    before = machine()
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    result = json.loads((folder / b.produces).read_text())
+    res = {"name": name, "config": "quick" if quick else "full", "command": f"python {shown}",
+           "machine": before, "loadavg_after": machine()["loadavg"], "commit": _commit(),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": round(wall, 1),
+           "result": result}
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / f"{name}.json"
+    path.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"{name}: {wall:.0f} s, wrote {path}", file=sys.stderr, flush=True)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering
+
+
+def load(results: Path, name: str) -> dict | None:
+    path = results / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _where(r: dict) -> str:
+    """The machine, load, commit and date of one results file, as a table cell."""
+    m = r["machine"]
+    load = str((m.get("loadavg") or ["?"])[0])
+    if r.get("loadavg_after"):
+        load += f"→{r['loadavg_after'][0]}"
+    return (f"{m.get('cpu') or '?'}, {m.get('isa', '?')} copy, {m.get('threads', '?')} threads of "
+            f"{m.get('cores', '?')} cores, load {load}; {r.get('commit', '?')}, {r.get('date', '?')}")
+
+
+def _g(v, fmt: str) -> str:
+    return "–" if v is None else format(v, fmt)
+
+
+def _targets(r: dict) -> dict[str, dict]:
+    return {t["target"]: t for t in r["result"]["targets"]}
+
+
+def _target_rows(r: dict) -> list[tuple[str, str, str]]:
+    """(figure, goal, value) of each CPU target, the value with its range over the rounds."""
+    rows = []
+    for t in r["result"]["targets"]:
+        if "GFLOP" in t.get("target", "") or t.get("gflops") is not None:
+            value = f"{_g(t['value'], '.2f')} ({_g(t['gflops'], '.0f')} of {_g(t['sgemm'], '.0f')} GFLOP/s)"
+        elif t["target"].endswith("MB"):
+            value = f"{t['value'] / 1024:.2f} GB" if t["value"] is not None else "–"
+        else:
+            fmt = ".1f" if t["target"].endswith("ms") else ".2f"
+            value = _g(t["value"], fmt)
+            if t.get("range"):
+                value += f" [{t['range'][0]:{fmt}}–{t['range'][1]:{fmt}}]"
+        rows.append((t["target"], t["goal"], value))
+    return rows
+
+
+def render_readme(results: Path) -> str:
+    lines = ["| figure | value | benchmark (results file) |", "|---|---|---|"]
+    wheres = []
+
+    def cite(r: dict, name: str) -> str:
+        if _where(r) not in wheres:
+            wheres.append(_where(r))
+        how = f"`{r['command'].split()[1]}`, " if "command" in r else ""
+        return f"{how}{name}.json, machine {wheres.index(_where(r)) + 1}"
+
+    if (r := load(results, "cpu_targets")) is not None:
+        for figure, goal, value in _target_rows(r):
+            if "accumulation" in figure:  # docs/cpu.md has them, with their sgemm reference
+                continue
+            lines.append(f"| CPU: {figure} (goal {goal}) | {value} | {cite(r, 'cpu_targets')} |")
+    if (r := load(results, "train_step")) is not None:
+        res = r["result"]
+        lines.append(f"| CPU training step, snowmiku_small ({res['gaussians']:,} Gaussians, "
+                     f"{res['image'][0]}×{res['image'][1]}), wall / CPU ms | {res['whole_step']['wall_ms']:.0f} / "
+                     f"{res['whole_step']['cpu_ms']:.0f} | {cite(r, 'train_step')} |")
+    if (r := load(results, "viewer")) is not None:
+        res = r["result"]
+        f = res["full"]
+        lines.append(f"| viewer frame, {res['n_gaussians']:,} Gaussians at {f['width']}×{f['height']}: wall / "
+                     f"CPU ms | {f['frame_ms_median']:.0f} / {f['cpu_ms_median']:.0f} | {cite(r, 'viewer')} |")
+    if (r := load(results, "first_run")) is not None:
+        lines.append(f"| fresh clone → `make demo`'s first image, s | {r['demo_first_image_s']:.0f} | "
+                     f"{cite(r, 'first_run')} |")
+        lines.append(f"| the CPU build alone: s, peak RSS GB | {r['build_cpu_s']:.0f}, {r['build_peak_rss_gb']:.1f} | "
+                     f"{cite(r, 'first_run')} |")
+    lines.append("")
+    lines += [f"Machine {i + 1}: {w}." for i, w in enumerate(wheres)]
+    return "\n".join(lines) + "\n"
+
+
+def _cpu_target_lines(r: dict) -> list[str]:
+    res = r["result"]
+    lines = ["| N | D | forward ms | fwd + bwd ms | project | sh | bin | raster_fwd | pairs | contributing lanes |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in [*res["cases"], res["big"]]:
+        st = c["stages_ms"]
+        lines.append(f"| {c['n_gaussians']:,} | {c['D']} | {c['fwd_ms']:.1f} | {_g(c.get('fwd_bwd_ms'), '.1f')} | "
+                     f"{st['project']:.1f} | {st['sh']:.1f} | {st['bin']:.1f} | {st['raster_fwd']:.1f} | "
+                     f"{c['pairs']:,} | {c['pairs_contributing']:,} |")
+    lines += ["", "| target | goal | median [range over rounds] | met |", "|---|---|---|---|"]
+    ok = {t["target"]: t["ok"] for t in res["targets"]}
+    return lines + [f"| {f} | {g} | {v} | {'yes' if ok[f] else 'no'} |" for f, g, v in _target_rows(r)]
+
+
+def _fps_lines(r: dict) -> list[str]:
+    by = {}
+    for x in r["result"]["runs"]:
+        by.setdefault((x["n_gaussians"], x["D"]), {})[x["kernel"]] = x
+
+    def cell(x: dict, key: str, fmt: str) -> str:
+        return _g(x.get("fps") if key == "fps" else x.get("stages_ms", {}).get(key), fmt)
+
+    lines = ["| N | D | matrix fps | scalar fps | matrix raster_fwd ms | scalar raster_fwd ms | "
+             "matrix raster_bwd ms | scalar raster_bwd ms |", "|---|---|---|---|---|---|---|---|"]
+    for (n, d), k in sorted(by.items()):
+        m, sc = k.get("matrix", {}), k.get("scalar", {})
+        lines.append(f"| {n:,} | {d} | {cell(m, 'fps', '.1f')} | {cell(sc, 'fps', '.1f')} | "
+                     f"{cell(m, 'raster_fwd', '.0f')} | {cell(sc, 'raster_fwd', '.0f')} | "
+                     f"{cell(m, 'raster_bwd', '.0f')} | {cell(sc, 'raster_bwd', '.0f')} |")
+    return lines
+
+
+def _channels_lines(r: dict) -> list[str]:
+    res = r["result"]
+    cells = {(x["method"], x["D"]): f"{x['fwd_ms']:.0f} / {x['bwd_ms']:.0f}" for x in res["runs"]}
+    lines = [f"{res['n_gaussians']:,} Gaussians at {res['width']}×{res['height']}, forward / backward ms:", "",
+             "| D | matrix | scalar | chunked (32 per call) |", "|---|---|---|---|"]
+    return lines + [f"| {d} | {cells.get(('matrix', d), '–')} | {cells.get(('scalar', d), '–')} | "
+                    f"{cells.get(('chunked', d), '–')} |" for d in res["D"]]
+
+
+def _mipnerf360_lines(r: dict) -> list[str]:
+    lines = ["| scenes | FPS | PSNR (float32 matrix path vs float64 scalar kernel), dB | SSIM |", "|---|---|---|---|"]
+    for group, m in r["result"]["means"].items():
+        lines.append(f"| {group} | {_g(m.get('fps'), '.1f')} | {_g(m.get('psnr'), '.0f')} | {_g(m.get('ssim'), '.4f')} |")
+    return lines
+
+
+def _table(name: str, lines_of):
+    """A renderer: the table lines_of makes from results/<name>.json, then the command and machine."""
+    def render(results: Path) -> str:
+        r = load(results, name)
+        if r is None:
+            return f"(no results file: `python benchmarks/report.py --only {name}`)\n"
+        return "\n".join([*lines_of(r), "", f"`{r['command']}`: {_where(r)}."]) + "\n"
+    return render
+
+
+RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_target_lines),
+             "fps": _table("fps", _fps_lines), "channels": _table("channels", _channels_lines),
+             "mipnerf360": _table("mipnerf360_synthetic", _mipnerf360_lines)}
+
+
+def render_text(text: str, results: Path) -> str:
+    """text with every figures block replaced by its rendering from results."""
+    def sub(m: re.Match) -> str:
+        name = m["name"]
+        if name not in RENDERERS:
+            raise ValueError(f"figures block {name!r}: no renderer (known: {sorted(RENDERERS)})")
+        return m.group(1) + RENDERERS[name](results) + m.group(4)
+    return MARKER.sub(sub, text)
+
+
+def blocks(text: str) -> dict[str, str]:
+    return {m["name"]: m["body"] for m in MARKER.finditer(text)}
+
+
+def render_docs(results: Path, write: bool) -> list[str]:
+    """Renders every figures block of DOCS; writes the files when asked. Returns the files that changed."""
+    changed = []
+    for rel in DOCS:
+        path = ROOT / rel
+        old = path.read_text()
+        new = render_text(old, results)
+        if new != old:
+            changed.append(rel)
+            if write:
+                path.write_text(new)
+    return changed
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small configs; results into out/bench-quick, markdown untouched")
+    p.add_argument("--only", default=None, help=f"comma-separated subset of {', '.join(BENCHES)}")
+    p.add_argument("--render", action="store_true", help="no run: render the markdown from the results files")
+    p.add_argument("--results", default=None, help="results folder (default benchmarks/results, --quick out/bench-quick)")
+    a = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    out = ROOT / "out" / ("bench-quick" if a.quick else "")
+    results = Path(a.results) if a.results else out if a.quick else RESULTS
+    names = a.only.split(",") if a.only else list(BENCHES)
+    unknown = set(names) - set(BENCHES)
+    if unknown:
+        p.error(f"--only: unknown {sorted(unknown)}")
+    if not a.render:
+        t0 = time.perf_counter()
+        for name in names:
+            run_bench(name, a.quick, results, out)
+        print(f"benchmarks: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    changed = render_docs(results, write=not a.quick)
+    print(("would change (quick: not written): " if a.quick else "rendered: ") + (", ".join(changed) or "nothing"),
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
