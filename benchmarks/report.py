@@ -97,7 +97,7 @@ def _commit() -> str:
 def run_bench(name: str, quick: bool, results: Path, out: Path) -> Path | None:
     """Runs one benchmark in a fresh process with its outputs (JSON, markdown, plots) in
     out/<name>, wraps its JSON with the machine and writes results/<name>.json. None when its
-    inputs are missing."""
+    inputs are missing or it fails."""
     b = BENCHES[name]
     missing = [p for p in b.needs if not (ROOT / p).exists()]
     if missing:
@@ -109,8 +109,11 @@ def run_bench(name: str, quick: bool, results: Path, out: Path) -> Path | None:
     print(f"{name}: {shown}", file=sys.stderr, flush=True)
     before = machine()
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
+    if proc.returncode:
+        print(f"{name}: failed (exit {proc.returncode}); its results file is left as it was", file=sys.stderr)
+        return None
     result = json.loads((folder / b.produces).read_text())
     res = {"name": name, "config": "quick" if quick else "full", "command": f"python {shown}",
            "machine": before, "loadavg_after": machine()["loadavg"], "commit": _commit(),
@@ -309,9 +312,9 @@ def main(argv=None) -> int:
         p.error(f"--only: unknown {sorted(unknown)}")
     if not a.render:
         t0 = time.perf_counter()
-        for name in names:
-            run_bench(name, a.quick, results, out)
-        print(f"benchmarks: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        failed = [name for name in names if run_bench(name, a.quick, results, out) is None]
+        print(f"benchmarks: {time.perf_counter() - t0:.0f} s; without a new result: {', '.join(failed) or 'none'}",
+              file=sys.stderr)
     changed = render_docs(results, write=not a.quick)
     print(("would change (quick: not written): " if a.quick else "rendered: ") + (", ".join(changed) or "nothing"),
           file=sys.stderr)
