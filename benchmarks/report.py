@@ -160,7 +160,7 @@ def _target_rows(r: dict) -> list[tuple[str, str, str]]:
         if "GFLOP" in t.get("target", "") or t.get("gflops") is not None:
             value = f"{_g(t['value'], '.2f')} ({_g(t['gflops'], '.0f')} of {_g(t['sgemm'], '.0f')} GFLOP/s)"
         elif t["target"].endswith("MB"):
-            value = f"{t['value'] / 1024:.2f} GB" if t["value"] is not None else "–"
+            value = _g(t["value"], ".0f")
         else:
             fmt = ".1f" if t["target"].endswith("ms") else ".2f"
             value = _g(t["value"], fmt)
@@ -178,7 +178,7 @@ def render_readme(results: Path) -> str:
         if _where(r) not in wheres:
             wheres.append(_where(r))
         how = f"`{r['command'].split()[1]}`, " if "command" in r else ""
-        return f"{how}{name}.json, machine {wheres.index(_where(r)) + 1}"
+        return f"{how}{name}.json, run {wheres.index(_where(r)) + 1}"
 
     if (r := load(results, "cpu_targets")) is not None:
         for figure, goal, value in _target_rows(r):
@@ -201,7 +201,7 @@ def render_readme(results: Path) -> str:
         lines.append(f"| the CPU build alone: s, peak RSS GB | {r['build_cpu_s']:.0f}, {r['build_peak_rss_gb']:.1f} | "
                      f"{cite(r, 'first_run')} |")
     lines.append("")
-    lines += [f"Machine {i + 1}: {w}." for i, w in enumerate(wheres)]
+    lines += [f"Run {i + 1}: {w}." for i, w in enumerate(wheres)]
     return "\n".join(lines) + "\n"
 
 

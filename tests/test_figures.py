@@ -26,7 +26,7 @@ def test_every_figures_block_is_rendered_from_the_results_files():
     for t in cpu["result"]["targets"]:
         if "accumulation" not in t["target"]:
             assert f"| CPU: {t['target']} (goal {t['goal']}) |" in readme["readme"], t["target"]
-    assert "Machine 1: " in readme["readme"]
+    assert "Run 1: " in readme["readme"]
 
 
 def _fake_results(folder: Path) -> None:
@@ -52,7 +52,7 @@ def test_the_renderers_take_each_value_from_its_file(tmp_path):
     _fake_results(tmp_path)
     readme = report.render_readme(tmp_path)
     assert "| CPU: 1,000 RGB forward ms (goal <= 60) | 12.5 [11.2–13.8] |" in readme
-    assert "1.50 GB" in readme
+    assert "| CPU: 5,000 @192x108 fwd+bwd peak RSS MB (goal <= 2048) | 1536 |" in readme
     assert "accumulation" not in readme  # docs/cpu.md's table has them
     assert "| 268 |" in readme and "| 201, 1.3 |" in readme
     assert "Test CPU 9000, avx2 copy, 2 threads of 2 cores, load 0.5→0.7; abc123" in readme
