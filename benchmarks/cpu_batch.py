@@ -12,7 +12,7 @@ import torch
 
 root = str(Path(__file__).resolve().parents[1])
 sys.path.insert(0, root)
-from benchmarks.common import random_box_scene, render_scene  # noqa: E402
+from benchmarks.common import random_box_scene  # noqa: E402
 
 import gsrender  # noqa: E402
 

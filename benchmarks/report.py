@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md")
 MARKER = re.compile(r"(<!-- figures:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- figures:end (?P=name) -->)",
-                    re.S)
+                    re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,8 @@ def _fps_lines(r: dict) -> list[str]:
     def cell(x: dict, key: str, fmt: str) -> str:
         return _g(x.get("fps") if key == "fps" else x.get("stages_ms", {}).get(key), fmt)
 
-    lines = ["| N | D | matrix fps | scalar fps | matrix raster_fwd ms | scalar raster_fwd ms | "
-             "matrix raster_bwd ms | scalar raster_bwd ms |", "|---|---|---|---|---|---|---|---|"]
+    lines = [("| N | D | matrix fps | scalar fps | matrix raster_fwd ms | scalar raster_fwd ms | "
+              "matrix raster_bwd ms | scalar raster_bwd ms |"), "|---|---|---|---|---|---|---|---|"]
     for (n, d), k in sorted(by.items()):
         m, sc = k.get("matrix", {}), k.get("scalar", {})
         lines.append(f"| {n:,} | {d} | {cell(m, 'fps', '.1f')} | {cell(sc, 'fps', '.1f')} | "

@@ -144,6 +144,40 @@ def test_ply_huge_count_no_allocation(tmp_path):
     assert peak < 8 << 20
 
 
+def test_ply_huge_count_in_another_element_no_allocation(tmp_path):
+    """Every element's declared rows are checked before plyfile allocates any: a face element
+    after the vertices declaring 10**12 lists (a byte each at least) is refused."""
+    p = tmp_path / "faces.ply"
+    lines = ["ply", "format binary_little_endian 1.0", "element vertex 1"]
+    lines += [f"property float {c}" for c in INRIA_PROPS]
+    lines += ["element face 1000000000000", "property list uchar int vertex_indices", "end_header"]
+    p.write_bytes(("\n".join(lines) + "\n").encode() + np.zeros(len(INRIA_PROPS), "<f4").tobytes() + b"\0" * 100)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"faces\.ply.*truncated or corrupt.*1000000000000 'face' rows"):
+            load_ply(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+
+
+def test_ply_ascii_truncated_and_negative_counts(tmp_path):
+    write_ply_header(tmp_path / "a.ply", INRIA_PROPS, count=3, fmt="ascii")
+    with open(tmp_path / "a.ply", "a") as f:
+        f.write(" ".join(["0.5"] * len(INRIA_PROPS)) + "\n")  # one row of the three declared
+    with pytest.raises(ValueError, match=r"a\.ply.*(truncated|corrupt)"):
+        load_ply(tmp_path / "a.ply")
+    write_ply_header(tmp_path / "x.ply", INRIA_PROPS, count=1, fmt="ascii")
+    with open(tmp_path / "x.ply", "a") as f:
+        f.write(" ".join(["nope"] * len(INRIA_PROPS)) + "\n")
+    with pytest.raises(ValueError, match=r"x\.ply: corrupt PLY data"):
+        load_ply(tmp_path / "x.ply")
+    write_ply_header(tmp_path / "n.ply", INRIA_PROPS, count=-5)
+    with pytest.raises(ValueError, match=r"n\.ply.*-5 rows"):
+        load_ply(tmp_path / "n.ply")
+
+
 def test_ply_foreign(tmp_path):
     p = tmp_path / "cloud.ply"
     lines = ["ply", "format binary_little_endian 1.0", "element vertex 2"]
