@@ -198,7 +198,7 @@ def render_readme(results: Path) -> str:
     if (r := load(results, "first_run")) is not None:
         lines.append(f"| fresh clone → `make demo`'s first image, s | {r['demo_first_image_s']:.0f} | "
                      f"{cite(r, 'first_run')} |")
-        lines.append(f"| the CPU build alone: s, peak RSS GB | {r['build_cpu_s']:.0f}, {r['build_peak_rss_gb']:.1f} | "
+        lines.append(f"| `make demo`'s CPU build: s, peak RSS GB | {r['build_cpu_s']:.0f}, {r['build_peak_rss_gb']:.1f} | "
                      f"{cite(r, 'first_run')} |")
     lines.append("")
     lines += [f"Run {i + 1}: {w}." for i, w in enumerate(wheres)]
