@@ -129,19 +129,24 @@ def test_ply_truncated(tmp_path):
         load_ply(tmp_path / "h.ply")
 
 
+def _refused_without_allocating(path: Path, match: str) -> None:
+    """load_ply(path) raises ValueError matching `match`, having allocated under 8 MB."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=match):
+            load_ply(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+
+
 def test_ply_huge_count_no_allocation(tmp_path):
     p = tmp_path / "huge.ply"
     write_ply_header(p, INRIA_PROPS, count=10**12)
     with open(p, "ab") as f:
         f.write(b"\0" * 1000)
-    tracemalloc.start()
-    try:
-        with pytest.raises(ValueError, match=r"huge\.ply.*1000000000000 vertices"):
-            load_ply(p)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 8 << 20
+    _refused_without_allocating(p, r"huge\.ply.*1000000000000 vertices")
 
 
 def test_ply_huge_count_in_another_element_no_allocation(tmp_path):
@@ -152,14 +157,7 @@ def test_ply_huge_count_in_another_element_no_allocation(tmp_path):
     lines += [f"property float {c}" for c in INRIA_PROPS]
     lines += ["element face 1000000000000", "property list uchar int vertex_indices", "end_header"]
     p.write_bytes(("\n".join(lines) + "\n").encode() + np.zeros(len(INRIA_PROPS), "<f4").tobytes() + b"\0" * 100)
-    tracemalloc.start()
-    try:
-        with pytest.raises(ValueError, match=r"faces\.ply.*truncated or corrupt.*1000000000000 'face' rows"):
-            load_ply(p)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 8 << 20
+    _refused_without_allocating(p, r"faces\.ply.*truncated or corrupt.*1000000000000 'face' rows")
 
 
 def test_ply_ascii_truncated_and_negative_counts(tmp_path):
