@@ -41,7 +41,8 @@ def _read_header(path: Path, f) -> tuple[plyfile.PlyData, int]:
     if nl < 0:
         raise ValueError(f"{path}: truncated PLY header (no newline after 'end_header')")
     try:
-        # plyfile's own header parser, on the header bytes only: it allocates no data.
+        # plyfile's own header parser (the one PlyData.read runs first), on the header bytes only:
+        # it allocates no data.
         header = plyfile.PlyData._parse_header(io.BytesIO(head[:nl + 1]))
     except (plyfile.PlyParseError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: bad PLY header: {e}") from None
