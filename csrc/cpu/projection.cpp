@@ -242,15 +242,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
           const Projected<T> r = project_gaussian<Model>(
               load_vec3(mp + 3 * n), quat, load_vec3(sp + 3 * n), op[n], cam, T(eps2d),
               T(near_plane), T(far_plane), T(radius_clip), antialiased);
-          radii_p[2 * idx] = r.radius_x;
-          radii_p[2 * idx + 1] = r.radius_y;
-          m2_p[2 * idx] = r.mean2d.x;
-          m2_p[2 * idx + 1] = r.mean2d.y;
-          d_p[idx] = r.depth;
-          con_p[3 * idx] = r.conic.a;
-          con_p[3 * idx + 1] = r.conic.b;
-          con_p[3 * idx + 2] = r.conic.c;
-          o2_p[idx] = r.opacity2d;
+          store_projected(r, idx, radii_p, m2_p, d_p, con_p, o2_p);
         }
       });
     });

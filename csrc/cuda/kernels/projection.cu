@@ -30,15 +30,7 @@ __global__ void project_fwd_kernel(int64_t C, int64_t N, const T* __restrict__ m
       project_gaussian<Model>(load_vec3(means + 3 * n), Vec4<T>{q[0], q[1], q[2], q[3]},
                               load_vec3(scales + 3 * n), opacities[n], cam, eps2d, near_plane,
                               far_plane, radius_clip, antialiased);
-  radii[2 * idx] = r.radius_x;
-  radii[2 * idx + 1] = r.radius_y;
-  means2d[2 * idx] = r.mean2d.x;
-  means2d[2 * idx + 1] = r.mean2d.y;
-  depths[idx] = r.depth;
-  conics[3 * idx] = r.conic.a;
-  conics[3 * idx + 1] = r.conic.b;
-  conics[3 * idx + 2] = r.conic.c;
-  opacities2d[idx] = r.opacity2d;
+  store_projected(r, idx, radii, means2d, depths, conics, opacities2d);
 }
 
 // Sums vals over the thread block in a fixed order (each warp's shuffle tree, then the warps in

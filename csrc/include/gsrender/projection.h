@@ -5,6 +5,8 @@
 // (docs/cameras.md): only the lens map and its Jacobian J differ between them.
 #pragma once
 
+#include <cstdint>
+
 #include "gsrender/alpha.h"
 #include "gsrender/camera.h"
 #include "gsrender/common.h"
@@ -229,6 +231,22 @@ GSR_HOST_DEVICE Projected<T> project_gaussian(const Vec3<T>& mean, const Vec4<T>
   r.conic = {cov.c * inv_det, -cov.b * inv_det, cov.a * inv_det};
   r.opacity2d = opacity2d;
   return r;
+}
+
+// Writes r as entry idx of project_fwd's outputs: radii [.., 2], means2d [.., 2], depths,
+// conics [.., 3], opacities2d.
+template <typename T>
+GSR_HOST_DEVICE void store_projected(const Projected<T>& r, int64_t idx, int32_t* radii,
+                                     T* means2d, T* depths, T* conics, T* opacities2d) {
+  radii[2 * idx] = r.radius_x;
+  radii[2 * idx + 1] = r.radius_y;
+  means2d[2 * idx] = r.mean2d.x;
+  means2d[2 * idx + 1] = r.mean2d.y;
+  depths[idx] = r.depth;
+  conics[3 * idx] = r.conic.a;
+  conics[3 * idx + 1] = r.conic.b;
+  conics[3 * idx + 2] = r.conic.c;
+  opacities2d[idx] = r.opacity2d;
 }
 
 // ---------------------------------------------------------------------------------------------
