@@ -3,10 +3,12 @@ random_box_scene, benchmarks/cpu_render.py target_cases): alternating subprocess
 same machine load; prints each build's medians over the rounds and the ratio (outside_ms: the
 forward's time outside its timed stages — input checks, glue, freeing its outputs). --stages: the
 per-Gaussian stages alone (project, sh, bin; benchmarks/cpu_stages_loop.py, the raster stubbed),
-cheap enough for 1M Gaussians.
+cheap enough for 1M Gaussians. --project: the projection op alone (pinhole, float32, one camera),
+its process CPU time (run with OMP_NUM_THREADS=1).
 
     python benchmarks/cpu_ab.py --base /work/main [--new .] [--rounds 2] [--n 100000] [--D 0,64] [--no-train]
     python benchmarks/cpu_ab.py --base /work/main --stages --n 1000000 [--size 512]
+    OMP_NUM_THREADS=1 python benchmarks/cpu_ab.py --base /work/main --project --n 300000 --rounds 8 --runs 15
 """
 from __future__ import annotations
 
@@ -59,6 +61,28 @@ spec.loader.exec_module(sl)
 assert sl.ops.__file__.startswith(root), sl.ops.__file__
 print(json.dumps([sl.stages_case(n, ds[0], runs)]))
 '''
+# --project: argv as CHILD's, ds = [size]
+PROJECT_CHILD = r'''
+import sys, json, statistics, time, importlib.util
+root, bench, n, ds, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), int(sys.argv[5])
+sys.path.insert(0, root)
+import torch, gsrender
+assert gsrender.__file__.startswith(root), gsrender.__file__
+spec = importlib.util.spec_from_file_location("cpu_render", bench)
+cr = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cr)
+sc = cr.issue_scene(n, ds[0])
+args = [sc[k].contiguous() for k in ("means", "quats", "scales", "opacities")]
+args += [sc["viewmat"].contiguous(), sc["K"].contiguous(), ds[0], ds[0], 0.3, 0.01, 1e10, 0.0, False]
+ts = []
+with torch.no_grad():
+    for i in range(runs + 2):
+        t0 = time.process_time()
+        torch.ops.gsrender.project_fwd(*args)
+        if i >= 2:
+            ts.append((time.process_time() - t0) * 1e3)
+print(json.dumps([{"project_cpu_ms": statistics.median(ts)}]))
+'''
 KEYS = ("fwd_ms", "fwd_cpu_ms", "outside_ms", "fwd_bwd_ms", "stages_ms.project", "stages_ms.sh", "stages_ms.bin",
         "stages_ms.raster_fwd", "pairs", "pairs_computed", "pairs_contributing")
 STAGE_KEYS = ("per_gaussian_ms", "stages_ms.project", "stages_ms.sh", "stages_ms.bin", "pairs")
@@ -80,14 +104,16 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--D", default="0,64", help="feature widths, comma-separated")
     p.add_argument("--stages", action="store_true", help="the per-Gaussian stages alone (RGB)")
-    p.add_argument("--size", type=int, default=512, help="--stages: the image side")
+    p.add_argument("--project", action="store_true", help="the projection op alone (CPU time)")
+    p.add_argument("--size", type=int, default=512, help="--stages / --project: the image side")
     p.add_argument("--no-train", action="store_true", help="forward only (no forward + backward)")
     p.add_argument("--cpu", action="store_true", help="also the forward's process CPU time "
                    "(fwd_cpu_ms; run with OMP_NUM_THREADS=1)")
     a = p.parse_args(argv)
     roots = {"base": str(Path(a.base).resolve()), "new": str(Path(a.new).resolve())}
-    ds = [a.size] if a.stages else [int(d) for d in a.D.split(",")]
-    child, keys = (STAGES_CHILD, STAGE_KEYS) if a.stages else (CHILD, KEYS)
+    ds = [a.size] if a.stages or a.project else [int(d) for d in a.D.split(",")]
+    child, keys = ((STAGES_CHILD, STAGE_KEYS) if a.stages else
+                   (PROJECT_CHILD, ("project_cpu_ms",)) if a.project else (CHILD, KEYS))
     res: dict[str, list] = {k: [] for k in roots}
     for r in range(a.rounds):
         for name in (list(roots) if r % 2 == 0 else list(roots)[::-1]):
@@ -104,7 +130,7 @@ def main(argv=None) -> int:
             if key == "fwd_bwd_ms" and a.no_train or key == "fwd_cpu_ms" and not a.cpu:
                 continue
             m = {k: statistics.median(_get(x[i], key) for x in v) for k, v in res.items()}
-            print(f"{'size' if a.stages else 'D'}={d} {key}: base {m['base']:.1f}  new {m['new']:.1f}  base/new {m['base'] / m['new']:.2f}")
+            print(f"{'size' if a.stages or a.project else 'D'}={d} {key}: base {m['base']:.1f}  new {m['new']:.1f}  base/new {m['base'] / m['new']:.2f}")
     return 0
 
 

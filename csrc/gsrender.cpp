@@ -207,20 +207,22 @@ PyObject* PyInit__C(void) {
 }
 
 TORCH_LIBRARY(gsrender, m) {
-  // EWA projection of 3D Gaussians into C cameras (docs/design.md §3).
+  // EWA projection of 3D Gaussians into C cameras (docs/design.md §3) of one lens model
+  // (docs/cameras.md): camera_model 0 pinhole, 1 ortho, 2 fisheye (gsrender/camera.h).
   // means [N,3], quats [N,4] wxyz, scales [N,3], opacities [N], viewmats [C,4,4], Ks [C,3,3]
   // -> radii [C,N,2] int32 (0 = culled), means2d [C,N,2], depths [C,N], conics [C,N,3],
   //    opacities2d [C,N] (opacity × antialiasing compensation; 0 where culled)
   m.def(
       "project_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor viewmats, "
       "Tensor Ks, int width, int height, float eps2d, float near_plane, float far_plane, "
-      "float radius_clip, bool antialiased) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "float radius_clip, bool antialiased, int camera_model=0) "
+      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   // -> v_means [N,3], v_quats [N,4], v_scales [N,3], v_opacities [N], v_viewmats [C,4,4]
   m.def(
       "project_bwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor viewmats, "
       "Tensor Ks, int width, int height, float eps2d, bool antialiased, Tensor radii, "
-      "Tensor v_means2d, Tensor v_depths, Tensor v_conics, Tensor v_opacities2d) "
-      "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+      "Tensor v_means2d, Tensor v_depths, Tensor v_conics, Tensor v_opacities2d, "
+      "int camera_model=0) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
 
   // Real spherical harmonics up to degree 3 (3DGS constants), without the +0.5 offset.
   // dirs [C,N,3] (normalised inside), coeffs [N,K,3] with K >= (degree+1)^2 -> colors [C,N,3]

@@ -11,6 +11,8 @@ Cameras, gsrender.loc.datasets.load_intrinsics_json localization queries) comes 
                "viewmat_w2c_opencv": 4x4}, ...]}        (snowmiku_small's cameras_small.json)
   [{"name": "cam_000", "width": W, "height": H, "K": 3x3, "viewmat_w2c_opencv": 4x4}, ...]
                                                          (data/sample/cameras.json, cameras_to_json)
+An entry may name its lens, "camera_model": "pinhole" (the default), "ortho" or "fisheye"
+(docs/cameras.md); the writer names it when it is not pinhole.
 A frame's "file" is relative to the JSON's folder and names the camera by its base name (as COLMAP
 does); without one, "name" does (default cam_<i>).
 """
@@ -26,6 +28,7 @@ import numpy as np
 import torch
 
 from gsrender.io.cameras import Camera, stack_cameras
+from gsrender.ops import CAMERA_MODELS
 from gsrender.io.paths import safe_join
 
 __all__ = ["UP_AXES", "WORLD_UP", "Camera", "CameraEntry", "cameras_from_json", "cameras_to_json", "intrinsics",
@@ -222,6 +225,7 @@ class CameraEntry:
     K: np.ndarray
     viewmat: np.ndarray | None
     image_path: Path | None
+    model: str = "pinhole"
 
 
 def read_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | None = None, *,
@@ -263,19 +267,24 @@ def read_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | N
             vm = _matrix(path, i, e, "viewmat_w2c_opencv", (4, 4))
             if not np.allclose(vm[3], [0.0, 0.0, 0.0, 1.0]):
                 raise ValueError(f"{path}: camera {i} viewmat's last row is not [0, 0, 0, 1]")
+        model = e.get("camera_model", "pinhole")
+        if model not in CAMERA_MODELS:
+            raise ValueError(f"{path}: camera {i} 'camera_model' must be one of {CAMERA_MODELS}, "
+                             f"got {model!r}")
         name = PurePosixPath(file.replace("\\", "/")).name if file else str(e.get("name", f"cam_{i:03d}"))
         if images_dir is not None:
             image_path = safe_join(images_dir, name, "file")
         else:
             image_path = safe_join(path.parent, file, "file") if file else None
-        out.append(CameraEntry(name, w, h, K, vm, image_path))
+        out.append(CameraEntry(name, w, h, K, vm, image_path, model))
     return out
 
 
 def load_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | None = None) -> list[Camera]:
     """read_cameras_json's entries (every one with a pose) as Cameras (float32 K and viewmat)."""
     return [Camera(name=e.name, width=e.width, height=e.height, K=torch.from_numpy(e.K).float(),
-                   viewmat=torch.from_numpy(e.viewmat).float(), image_path=e.image_path)
+                   viewmat=torch.from_numpy(e.viewmat).float(), image_path=e.image_path,
+                   model=e.model)
             for e in read_cameras_json(path, images_dir)]
 
 
@@ -288,9 +297,10 @@ def cameras_from_json(path) -> tuple[torch.Tensor, torch.Tensor, int, int, list[
 
 
 def cameras_to_json(viewmats: torch.Tensor, Ks: torch.Tensor, width: int, height: int,
-                    names: list[str] | None = None) -> str:
+                    names: list[str] | None = None, camera_model: str = "pinhole") -> str:
     """The list layout: [{name, width, height, K, viewmat_w2c_opencv}, ...] (as
-    ../shared/data/snowmiku_small/cameras_small.json's frames, without image files)."""
+    ../shared/data/snowmiku_small/cameras_small.json's frames, without image files), with
+    "camera_model" in every entry when it is not pinhole."""
     vms = torch.as_tensor(viewmats).reshape(-1, 4, 4).double()
     ks = torch.as_tensor(Ks).reshape(-1, 3, 3).double()
     names = names or [f"cam_{i:03d}" for i in range(vms.shape[0])]
@@ -298,11 +308,14 @@ def cameras_to_json(viewmats: torch.Tensor, Ks: torch.Tensor, width: int, height
             "K": [[round(v, 6) + 0.0 for v in row] for row in k.tolist()],  # + 0.0: no "-0.0" in the JSON
             "viewmat_w2c_opencv": [[round(v, 8) + 0.0 for v in row] for row in vm.tolist()]}
            for nm, k, vm in zip(names, ks, vms)]
+    if camera_model != "pinhole":
+        for e in out:
+            e["camera_model"] = camera_model
     return json.dumps(out, indent=1)
 
 
 def save_cameras_json(path: str | os.PathLike, cams: list[Camera]) -> None:
     """Writes Cameras (one image size) in the list layout; load_cameras_json reads them back."""
     vms, ks, width, height = stack_cameras(cams)
-    Path(path).write_text(cameras_to_json(vms, ks, width, height, [c.name for c in cams]) + "\n",
-                          encoding="utf-8")
+    Path(path).write_text(cameras_to_json(vms, ks, width, height, [c.name for c in cams],
+                                          cams[0].model) + "\n", encoding="utf-8")

@@ -32,17 +32,28 @@ def plan_info(plan: torch.Tensor) -> dict:
 # ---------------------------------------------------------------------------------------------
 # projection
 
+# project's camera models, by the op's camera_model value (CameraModel in gsrender/camera.h)
+CAMERA_MODELS = ("pinhole", "ortho", "fisheye")
+
+
+def camera_model_index(camera_model: str) -> int:
+    """The op's camera_model value of a model name (docs/cameras.md)."""
+    V.choice(camera_model, "camera_model", CAMERA_MODELS)
+    return CAMERA_MODELS.index(camera_model)
+
 
 def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: int, eps2d: float,
-            near_plane: float, far_plane: float, radius_clip: float, antialiased: bool):
+            near_plane: float, far_plane: float, radius_clip: float, antialiased: bool,
+            camera_model: str = "pinhole"):
     """-> radii [C,N,2] int32, means2d [C,N,2], depths [C,N], conics [C,N,3], opacities2d [C,N]."""
     return _ops.project_fwd(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d,
-                            near_plane, far_plane, radius_clip, antialiased)
+                            near_plane, far_plane, radius_clip, antialiased,
+                            camera_model_index(camera_model))
 
 
 @torch.library.register_fake("gsrender::project_fwd")
 def _project_fake(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, near_plane,
-                  far_plane, radius_clip, antialiased):
+                  far_plane, radius_clip, antialiased, camera_model=0):
     C, N = viewmats.shape[0], means.shape[0]
     f = means.new_empty
     return (means.new_empty((C, N, 2), dtype=torch.int32), f((C, N, 2)), f((C, N)), f((C, N, 3)),
@@ -50,22 +61,24 @@ def _project_fake(means, quats, scales, opacities, viewmats, Ks, width, height, 
 
 
 def _project_setup(ctx, inputs, output):
-    means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, *_, antialiased = inputs
+    means, quats, scales, opacities, viewmats, Ks, width, height, eps2d = inputs[:9]
+    antialiased = inputs[12]
+    camera_model = inputs[13] if len(inputs) > 13 else 0
     ctx.save_for_backward(means, quats, scales, opacities, viewmats, Ks, output[0])
-    ctx.args = (width, height, eps2d, antialiased)
+    ctx.args = (width, height, eps2d, antialiased, camera_model)
 
 
 def _project_backward(ctx, v_radii, v_means2d, v_depths, v_conics, v_opacities2d):
     means, quats, scales, opacities, viewmats, Ks, radii = ctx.saved_tensors
-    width, height, eps2d, antialiased = ctx.args
+    width, height, eps2d, antialiased, camera_model = ctx.args
     C, N = viewmats.shape[0], means.shape[0]
     z = lambda g, shape: means.new_zeros(shape) if g is None else g.contiguous()
     v_means, v_quats, v_scales, v_opacities, v_viewmats = _ops.project_bwd(
         means, quats, scales, opacities, viewmats, Ks, width, height, eps2d, antialiased, radii,
         z(v_means2d, (C, N, 2)), z(v_depths, (C, N)), z(v_conics, (C, N, 3)),
-        z(v_opacities2d, (C, N)))
+        z(v_opacities2d, (C, N)), camera_model)
     return (v_means, v_quats, v_scales, v_opacities, v_viewmats, None, None, None, None, None, None,
-            None, None)
+            None, None, None)
 
 
 torch.library.register_autograd("gsrender::project_fwd", _project_backward,
@@ -254,7 +267,8 @@ def _rasterize_bwd_fake(means2d, conics, opacities, colors, depths, backgrounds,
 
 @torch.library.register_fake("gsrender::project_bwd")
 def _project_bwd_fake(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d,
-                      antialiased, radii, v_means2d, v_depths, v_conics, v_opacities2d):
+                      antialiased, radii, v_means2d, v_depths, v_conics, v_opacities2d,
+                      camera_model=0):
     return (means.new_empty(means.shape), quats.new_empty(quats.shape),
             scales.new_empty(scales.shape), opacities.new_empty(opacities.shape),
             viewmats.new_empty(viewmats.shape))

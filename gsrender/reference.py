@@ -30,6 +30,9 @@ DEFAULT_WEIGHT_PARAMS = (0.05, 1.0, 1e-3)
 
 MODES = ("sorted", "weighted")
 
+# project's lens models (gsplat's camera_model values it implements)
+CAMERA_MODELS = ("pinhole", "ortho", "fisheye")
+
 # Pixel × Gaussian pairs evaluated at once by rasterize (bounds the dense temporaries; larger
 # problems are also checkpointed chunk by chunk when gradients are needed).
 CHUNK_PAIRS = 1 << 20
@@ -125,10 +128,56 @@ def support_radius_factor(opacity):
     return math.sqrt(2 * math.log(max(ALPHA_MIN_INV * opacity, 1.0)))
 
 
+def _fisheye_pixel(p, f, c):
+    """The equidistant fisheye map of one camera-space point p [3] to its pixel [2] (focal
+    lengths f [2], principal point c [2]): radius fx·θ along (x, y), θ = atan2(|(x, y)|, z)."""
+    r2 = p[0] * p[0] + p[1] * p[1]
+    on_axis = r2 == 0
+    r = torch.sqrt(torch.where(on_axis, torch.ones_like(r2), r2))
+    theta_per_r = torch.where(on_axis, 1 / p[2], torch.atan2(r, p[2]) / r)
+    return f * theta_per_r * p[:2] + c
+
+
+def _lens(camera_model: str, x, y, z, Ks, width: int, height: int):
+    """The lens map of each camera-space mean (x, y, z [C,N]) and the rows of its EWA Jacobian J:
+    -> means2d [C,N,2], J[0] [C,N,3], J[1] [C,N,3]."""
+    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]  # [C,1]
+    cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
+    zero = torch.zeros_like(z)
+    if camera_model == "pinhole":
+        # J is evaluated at x/z, y/z clamped to the image extent plus 0.3·tan(fov/2) on each side,
+        # so Gaussians far outside the view do not get huge, distorted footprints.
+        tan_fovx, tan_fovy = 0.5 * width / fx, 0.5 * height / fy
+        lim_x_pos, lim_x_neg = (width - cx) / fx + 0.3 * tan_fovx, cx / fx + 0.3 * tan_fovx
+        lim_y_pos, lim_y_neg = (height - cy) / fy + 0.3 * tan_fovy, cy / fy + 0.3 * tan_fovy
+        tx = z * torch.clamp(x / z, min=-lim_x_neg, max=lim_x_pos)
+        ty = z * torch.clamp(y / z, min=-lim_y_neg, max=lim_y_pos)
+        # rows of J = [[fx/z, 0, −fx·tx/z²], [0, fy/z, −fy·ty/z²]]
+        j0 = torch.stack([fx / z, zero, -fx * tx / (z * z)], dim=-1)  # [C,N,3]
+        j1 = torch.stack([zero, fy / z, -fy * ty / (z * z)], dim=-1)
+        return torch.stack([fx * x / z + cx, fy * y / z + cy], dim=-1), j0, j1
+    if camera_model == "ortho":
+        j0 = torch.stack([fx + zero, zero, zero], dim=-1)
+        j1 = torch.stack([zero, fy + zero, zero], dim=-1)
+        return torch.stack([fx * x + cx, fy * y + cy], dim=-1), j0, j1
+    if camera_model == "fisheye":
+        # J by forward-mode differentiation of the map itself (no hand-derived formula here)
+        C, N = x.shape
+        p = torch.stack([x, y, z], dim=-1).reshape(C * N, 3)
+        f = torch.stack([fx, fy], dim=-1).expand(C, N, 2).reshape(C * N, 2)
+        c = torch.stack([cx, cy], dim=-1).expand(C, N, 2).reshape(C * N, 2)
+        means2d = torch.func.vmap(_fisheye_pixel)(p, f, c).reshape(C, N, 2)
+        J = torch.func.vmap(torch.func.jacfwd(_fisheye_pixel))(p, f, c).reshape(C, N, 2, 3)
+        return means2d, J[..., 0, :], J[..., 1, :]
+    raise ValueError(f"camera_model: expected one of {CAMERA_MODELS}, got {camera_model!r}")
+
+
 def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: int,
             eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
-            radius_clip: float = 0.0, antialiased: bool = False) -> dict:
-    """EWA projection of N Gaussians into C pinhole cameras (docs/design.md §3, as gsplat).
+            radius_clip: float = 0.0, antialiased: bool = False,
+            camera_model: str = "pinhole") -> dict:
+    """EWA projection of N Gaussians into C cameras (docs/design.md §3, as gsplat) of one lens
+    model: "pinhole", "ortho" or "fisheye" (equidistant; docs/cameras.md).
 
     means [N,3], quats [N,4] wxyz, scales [N,3], opacities [N], viewmats [C,4,4] world→camera,
     Ks [C,3,3]. Returns a dict:
@@ -153,20 +202,9 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
     in_depth = (z >= near_plane) & (z <= far_plane)
     # stand-in depth for culled entries keeps every division finite (their results are masked)
     zs = torch.where(in_depth, z, torch.ones_like(z))
-
-    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]  # [C,1]
-    cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
-    # J is evaluated at x/z, y/z clamped to the image extent plus 0.3·tan(fov/2) on each side,
-    # so Gaussians far outside the view do not get huge, distorted footprints.
-    tan_fovx, tan_fovy = 0.5 * width / fx, 0.5 * height / fy
-    lim_x_pos, lim_x_neg = (width - cx) / fx + 0.3 * tan_fovx, cx / fx + 0.3 * tan_fovx
-    lim_y_pos, lim_y_neg = (height - cy) / fy + 0.3 * tan_fovy, cy / fy + 0.3 * tan_fovy
-    tx = zs * torch.clamp(x / zs, min=-lim_x_neg, max=lim_x_pos)
-    ty = zs * torch.clamp(y / zs, min=-lim_y_neg, max=lim_y_pos)
     zero = torch.zeros_like(zs)
-    # rows of J = [[fx/z, 0, −fx·tx/z²], [0, fy/z, −fy·ty/z²]]
-    j0 = torch.stack([fx / zs, zero, -fx * tx / (zs * zs)], dim=-1)  # [C,N,3]
-    j1 = torch.stack([zero, fy / zs, -fy * ty / (zs * zs)], dim=-1)  # [C,N,3]
+
+    means2d, j0, j1 = _lens(camera_model, x, y, zs, Ks, width, height)  # [C,N,2], rows of J
     # cov2d = J Σ_c Jᵀ, its three distinct entries (symmetric by construction)
     s_j0 = (cov_c @ j0[..., None])[..., 0]  # [C,N,3]
     s_j1 = (cov_c @ j1[..., None])[..., 0]
@@ -189,7 +227,6 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
         opac2d = opacities[None, :].expand_as(z)
 
     conics = torch.stack([c_yy / dets, -c_xy / dets, c_xx / dets], dim=-1)  # [C,N,3]
-    means2d = torch.stack([fx * x / zs + cx, fy * y / zs + cy], dim=-1)  # [C,N,2]
 
     with torch.no_grad():
         # Opacity-aware support: the ellipse's box has half extents k·sqrt(cov2d_xx/yy)
@@ -477,7 +514,7 @@ def render(means, quats, scales, opacities, colors, viewmats, Ks, width: int, he
            sh_degree: int | None = None, features=None, backgrounds=None, mode: str = "sorted",
            weight_params=DEFAULT_WEIGHT_PARAMS, near_plane: float = 0.01,
            far_plane: float = 1e10, eps2d: float = 0.3, radius_clip: float = 0.0,
-           antialiased: bool = False) -> dict:
+           antialiased: bool = False, camera_model: str = "pinhole") -> dict:
     """Project, colour and rasterize a scene in one pass over [RGB(3), depth(1), features(D)].
 
     colors: RGB [N,3] or [C,N,3] when sh_degree is None, else SH coefficients [N,K,3] (or
@@ -491,7 +528,7 @@ def render(means, quats, scales, opacities, colors, viewmats, Ks, width: int, he
     C, N = viewmats.shape[0], means.shape[0]
     meta = project(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d=eps2d,
                    near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip,
-                   antialiased=antialiased)
+                   antialiased=antialiased, camera_model=camera_model)
 
     if sh_degree is None:
         _check_per_camera(colors, "colors", C, N, (3,))
@@ -529,7 +566,7 @@ def render(means, quats, scales, opacities, colors, viewmats, Ks, width: int, he
 
 
 __all__ = [
-    "ALPHA_MAX", "ALPHA_MIN", "ALPHA_MIN_INV", "CHUNK_PAIRS", "DEFAULT_WEIGHT_PARAMS", "MODES", "SH_C0", "SH_C1",
+    "ALPHA_MAX", "ALPHA_MIN", "ALPHA_MIN_INV", "CAMERA_MODELS", "CHUNK_PAIRS", "DEFAULT_WEIGHT_PARAMS", "MODES", "SH_C0", "SH_C1",
     "SH_C2", "SH_C3", "TRANSMITTANCE_MIN", "blend_weights", "camera_centers",
     "composite_sequential", "covariances", "depth_weight", "project", "quat_to_rotmat",
     "rasterize", "render", "sh_colors", "sh_eval", "support_radius_factor",

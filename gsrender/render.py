@@ -124,8 +124,8 @@ def _check_focal_lengths(Ks):
 def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
               sh_degree: int | None = None, features=None, backgrounds=None, mode: str = "sorted",
               near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
-              antialiased: bool = False, tile_size: int = 16, precision: str = "auto",
-              backend: str = "auto", radius_clip: float = 0.0,
+              antialiased: bool = False, camera_model: str = "pinhole", tile_size: int = 16,
+              precision: str = "auto", backend: str = "auto", radius_clip: float = 0.0,
               weight_params=DEFAULT_WEIGHT_PARAMS, profile: bool = False,
               deterministic: bool | None = None, validate: bool | None = None) -> RenderOutput:
     """Renders N Gaussians into C cameras: RGB, expected depth, alpha and D feature channels in one
@@ -135,6 +135,9 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     means [N,3], quats [N,4] wxyz, scales [N,3] > 0, opacities [N] in [0,1], colors [N,3] or
     [C,N,3] (or SH [N,K,3] with sh_degree), viewmats [C,4,4] world-to-camera, Ks [C,3,3],
     features [N,D] or [C,N,D], backgrounds [C,3] or [3].
+
+    camera_model: "pinhole" (default), "ortho" or "fisheye" (equidistant), as gsplat's; the lens
+    map and its EWA Jacobian are docs/cameras.md's. Ks holds fx, fy, cx, cy for each.
 
     deterministic: the rasterizer's backward sums per-Gaussian gradients in a fixed order
     instead of with atomics, so gradients are bitwise reproducible (whatever the CPU thread
@@ -149,6 +152,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     V.choice(mode, "mode", MODES)
     V.choice(precision, "precision", PRECISIONS)
     V.choice(backend, "backend", BACKENDS)
+    V.choice(camera_model, "camera_model", ops.CAMERA_MODELS)
     V.positive_int(tile_size, "tile_size", 256)
     _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
                   features, backgrounds, sh_channels=True)
@@ -180,7 +184,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
         radii, means2d, depths, conics, opac2d = ops.project(
             means.contiguous(), quats.contiguous(), scales.contiguous(), opacities.contiguous(),
             viewmats.contiguous(), Ks.contiguous(), width, height, float(eps2d), float(near_plane),
-            float(far_plane), float(radius_clip), bool(antialiased))
+            float(far_plane), float(radius_clip), bool(antialiased), camera_model)
     with clock("sh"):
         if sh_degree is not None:
             campos = -torch.einsum("cji,cj->ci", viewmats[:, :3, :3], viewmats[:, :3, 3])  # [C, 3]

@@ -19,7 +19,7 @@ def render_view(model, cam, device: torch.device, *, mode: str = "sorted", preci
         model.means, model.quats, model.scales, model.opacities, model.sh,
         cam.viewmat[None].to(device), cam.K[None].to(device), cam.width, cam.height,
         sh_degree=deg, features=model.features if features else None, backgrounds=bg, mode=mode,
-        precision=precision, backend=device.type, profile=profile)
+        precision=precision, backend=device.type, profile=profile, camera_model=cam.model)
 
 
 def _name(kind: str, i: int, n: int) -> str:

@@ -13,10 +13,11 @@ import torch
 
 from gsrender import viz
 from gsrender.cameras import scene_orbit
-from gsrender.cli.common import OPS
+from gsrender.cli.common import OPS, load_model
 from gsrender.cli.main import main
 from gsrender.io import save_ply, write_colmap_text
 from gsrender.io.paths import sample_dir
+from gsrender.render import rasterize
 from gsrender.scene import GaussianModel, rgb_to_sh
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,6 +152,33 @@ def test_render_colmap_resized(tmp_path):
     assert len(list(out.glob("rgb_*.png"))) == 3 and len(list(out.glob("alpha_*.png"))) == 3
     alpha = iio.imread(out / "alpha_00.png")
     assert alpha.shape == (30, 40) and alpha.max() > 0  # height follows the aspect ratio
+
+
+def test_render_colmap_fisheye(tmp_path):
+    """A COLMAP OPENCV_FISHEYE model (written by hand, zero distortion) renders through the
+    fisheye lens: the saved alpha is rasterize(camera_model="fisheye")'s, not the pinhole one's."""
+    ply = tmp_path / "tiny.ply"
+    model = _tiny_model()
+    save_ply(ply, model)
+    sparse = tmp_path / "sparse"
+    sparse.mkdir()
+    (sparse / "cameras.txt").write_text("1 OPENCV_FISHEYE 64 48 14 14 32 24 0 0 0 0\n")
+    # a camera 1.2 units in front of the scene's centre, looking at it (+z): wide angle coverage
+    (sparse / "images.txt").write_text("1 1 0 0 0 0 0 1.2 1 view.png\n\n")
+    out = tmp_path / "r"
+    rc = main(["render", "--scene", str(ply), "--colmap", str(sparse), "--what", "alpha",
+               "--out", str(out), "--no-progress"])
+    assert rc == 0
+    saved = torch.from_numpy(iio.imread(out / "alpha_00.png")).double() / 255  # [48, 64]
+    vm = torch.eye(4)[None]
+    vm[0, 2, 3] = 1.2
+    K = torch.tensor([[[14.0, 0, 32], [0, 14, 24], [0, 0, 1]]])
+    m = load_model(ply)
+    want = {lens: rasterize(m.means, m.quats, m.scales, m.opacities, m.sh, vm, K, 64, 48,
+                            sh_degree=m.sh_degree, camera_model=lens).alphas[0, ..., 0].double()
+            for lens in ("fisheye", "pinhole")}
+    assert float((saved - want["fisheye"]).abs().max()) <= 1 / 255 + 1e-6
+    assert float((saved - want["pinhole"]).abs().max()) > 0.2  # the lens matters here
 
 
 def test_orbit_cameras_look_at_the_centre():

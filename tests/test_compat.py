@@ -109,9 +109,12 @@ def test_gsplat_absgrad(scene, packed):
         assert g.shape == (2, m.means.shape[0], 2)
 
 
-@pytest.mark.parametrize("kw", [{"camera_model": "fisheye"}, {"distributed": True},
-                                {"sparse_grad": True}, {"with_ut": True}, {"with_eval3d": True},
-                                {"segmented": True}, {"some_new_option": 1}])
+@pytest.mark.parametrize("kw", [{"camera_model": "ftheta"}, {"sparse_grad": True},
+                                {"with_ut": True}, {"with_eval3d": True}, {"segmented": True},
+                                {"radial_coeffs": torch.zeros(2, 6)},
+                                {"covars": torch.eye(3).expand(400, 3, 3)},
+                                {"viewmats_rs": torch.eye(4).expand(2, 4, 4)},
+                                {"some_new_option": 1}])
 def test_gsplat_unsupported(scene, kw):
     m, vm, K = scene
     name = next(iter(kw))
@@ -124,6 +127,54 @@ def test_gsplat_neutral_options_accepted(scene):
     img, _, _ = rasterization(*_args(m, vm, K, m.sh), sh_degree=1, with_ut=False,
                               with_eval3d=False, covars=None, segmented=False)
     assert img.shape == (2, H, W, 3)
+
+
+@pytest.mark.parametrize("camera_model", ["pinhole", "ortho", "fisheye"])
+def test_gsplat_camera_models_match_native(scene, camera_model):
+    m, vm, K = scene
+    K = K.clone()
+    if camera_model == "ortho":
+        K[:, :2, :2] = 12.0  # pixels per world unit: the scene spans the image
+    img, alphas, meta = rasterization(*_args(m, vm, K, m.sh), sh_degree=1, packed=False,
+                                      camera_model=camera_model)
+    ref = gsrender.rasterize(m.means, m.quats, m.scales, m.opacities, m.sh, vm, K, W, H,
+                             sh_degree=1, camera_model=camera_model)
+    torch.testing.assert_close(img, ref.colors)
+    torch.testing.assert_close(alphas, ref.alphas)
+    assert float(alphas.amax()) > 0.5
+    other = gsrender.rasterize(m.means, m.quats, m.scales, m.opacities, m.sh, vm, K, W, H,
+                               sh_degree=1, camera_model="pinhole" if camera_model != "pinhole"
+                               else "fisheye")
+    assert float((other.alphas - alphas).abs().amax()) > 0.1  # the model is not ignored
+
+
+def test_gsplat_distributed_in_a_world_of_one(scene):
+    """distributed=True renders through gsrender.distributed (each rank: its Gaussians and its
+    cameras); in a world of one that is the single-process image and gradient."""
+    import socket
+
+    import torch.distributed as dist
+
+    m, vm, K = scene
+    leaves = [t.clone().requires_grad_() for t in (m.means, m.opacities)]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        img, alphas, _ = rasterization(leaves[0], m.quats, m.scales, leaves[1], m.sh, vm, K, W, H,
+                                       sh_degree=1, distributed=True, camera_model="fisheye")
+        img.sum().backward()
+    finally:
+        dist.destroy_process_group()
+    ref_leaves = [t.clone().requires_grad_() for t in (m.means, m.opacities)]
+    ref, ref_alphas, _ = rasterization(ref_leaves[0], m.quats, m.scales, ref_leaves[1], m.sh, vm,
+                                       K, W, H, sh_degree=1, camera_model="fisheye")
+    ref.sum().backward()
+    torch.testing.assert_close(img, ref)
+    torch.testing.assert_close(alphas, ref_alphas)
+    for a, b in zip(leaves, ref_leaves):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """gsrender's projection and SH against gsplat's own pure-PyTorch implementations
-(gsplat.cuda._torch_impl, gsplat 1.5.3; importable without a GPU). Skipped when gsplat is absent.
+(gsplat.cuda._torch_impl, gsplat 1.5.3; importable without a GPU), for the pinhole, ortho and
+fisheye camera models. Skipped when gsplat is absent.
 
 Documented difference: gsrender's radii are opacity-aware (k = sqrt(2 ln(255·o)) instead of gsplat's
 3.33, docs/design.md §3 "Support"), and it culls Gaussians with o2d < 1/255 or whose tighter box is off
@@ -39,10 +40,11 @@ def _inputs(dtype, sh_degree=3):
     return [t.to(dtype) for t in (m.means, quats, scales, opac, vms, Ks, m.sh)]
 
 
-def _theirs(means, quats, scales, vms, Ks):
+def _theirs(means, quats, scales, vms, Ks, camera_model="pinhole"):
     covars, _ = G._quat_scale_to_covar_preci(quats, scales, compute_preci=False)
     return G._fully_fused_projection(means, covars, vms, Ks, W, H, eps2d=EPS2D, near_plane=NEAR,
-                                     far_plane=FAR, calc_compensations=True)
+                                     far_plane=FAR, calc_compensations=True,
+                                     camera_model=camera_model)
 
 
 @pytest.mark.parametrize("antialiased", [False, True])
@@ -100,3 +102,28 @@ def test_sh_matches_gsplat_torch_impl(degree):
     theirs = G._spherical_harmonics(degree, dirs, coeffs.expand(dirs.shape[0], *coeffs.shape))
     torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
     assert math.isfinite(float(ours.abs().max()))
+
+
+# gsplat's _fisheye_proj adds eps = 1e-7 to r and x² (so the axis has no 0/0): its means2d and J
+# differ from the exact map by about 1e-7/r relative; ortho is exact on both sides.
+MODEL_TOL = {"ortho": dict(rtol=1e-10, atol=1e-9), "fisheye": dict(rtol=1e-5, atol=1e-5)}
+
+
+@pytest.mark.parametrize("model", ["ortho", "fisheye"])
+def test_camera_models_match_gsplat_torch_impl(model):
+    means, quats, scales, opac, vms, Ks, _ = _inputs(torch.float64)
+    if model == "ortho":
+        Ks[:, :2, :2] *= 0.08  # pixels per world unit: the scene spans the image
+    else:
+        Ks[:, :2, :2] *= 0.3  # a wide fisheye
+    radii, means2d, depths, conics, opac2d = ops.project(
+        means, quats, scales, opac, vms, Ks, W, H, EPS2D, NEAR, FAR, 0.0, True, model)
+    g_radii, g_means2d, g_depths, g_conics, g_comp = _theirs(means, quats, scales, vms, Ks, model)
+    vis = (radii > 0).all(-1)
+    assert int(vis.sum()) > 100
+    assert ((g_radii > 0).all(-1) | ~vis).all()  # gsrender keeps a subset of gsplat's Gaussians
+    tol = MODEL_TOL[model]
+    torch.testing.assert_close(means2d[vis], g_means2d[vis], **tol)
+    torch.testing.assert_close(depths[vis], g_depths[vis], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(conics[vis], g_conics[vis], **tol)
+    torch.testing.assert_close(opac2d[vis], (opac * g_comp)[vis], **tol)

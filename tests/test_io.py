@@ -1,6 +1,7 @@
 """gsrender.io: PLY / .splat / COLMAP / Mip-NeRF 360 / camera JSON readers and writers."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 import tracemalloc
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from gsrender.cameras import load_cameras_json
+from gsrender.cameras import load_cameras_json, save_cameras_json
 from gsrender.io import (
     Camera,
     load_colmap_cameras,
@@ -327,6 +328,64 @@ def test_colmap_distorted_rejected(tmp_path):
     (b / "images.bin").write_bytes(struct.pack("<Q", 0))
     with pytest.raises(ValueError, match="OPENCV.*undistort"):
         read_colmap_model(b)
+
+
+@pytest.mark.parametrize("writer", [write_colmap_text, write_colmap_binary])
+def test_colmap_fisheye_roundtrip(tmp_path, writer):
+    """A fisheye Camera is written as OPENCV_FISHEYE (zero distortion) and loads back as one."""
+    cams = [dataclasses.replace(c, model="fisheye") for c in random_cameras(4)]
+    writer(tmp_path, cams)
+    intr, _ = read_colmap_model(tmp_path)
+    assert {c.model for c in intr.values()} == {"OPENCV_FISHEYE"}
+    back = load_colmap_cameras(tmp_path)
+    assert_same_cameras(back, cams)
+    assert {c.model for c in back} == {"fisheye"}
+
+
+@pytest.mark.parametrize(("line", "lens"), [
+    ("1 OPENCV_FISHEYE 100 80 60 61 50 40 0 0 0 0", "fisheye"),
+    ("1 SIMPLE_RADIAL 100 80 60 50 40 0", "pinhole"),
+    ("1 RADIAL 100 80 60 50 40 0 0", "pinhole"),
+    ("1 OPENCV 100 80 60 61 50 40 0 0 0 0", "pinhole"),
+    ("1 FULL_OPENCV 100 80 60 61 50 40 0 0 0 0 0 0 0 0", "pinhole"),
+])
+def test_colmap_undistorted_models_load(tmp_path, line, lens):
+    (tmp_path / "cameras.txt").write_text(line + "\n")
+    (tmp_path / "images.txt").write_text("1 1 0 0 0 0 0 1 1 a.png\n\n")
+    (cam,) = load_colmap_cameras(tmp_path)
+    assert cam.model == lens
+    fy = 61.0 if "OPENCV" in line else 60.0
+    torch.testing.assert_close(cam.K, torch.tensor([[60.0, 0, 50], [0, fy, 40], [0, 0, 1]]))
+
+
+@pytest.mark.parametrize("line", ["1 OPENCV_FISHEYE 100 80 60 61 50 40 0.1 0 0 0",
+                                  "1 FULL_OPENCV 100 80 60 61 50 40 0 0 0 0 0 0 0 -0.2",
+                                  "1 FOV 100 80 60 61 50 40 0.9"])
+def test_colmap_distortion_and_unknown_lenses_rejected(tmp_path, line):
+    (tmp_path / "cameras.txt").write_text(line + "\n")
+    (tmp_path / "images.txt").write_text("")
+    with pytest.raises(ValueError, match=line.split()[1] + ".*image_undistorter"):
+        read_colmap_model(tmp_path)
+
+
+def test_camera_json_carries_the_lens_model(tmp_path):
+    cams = [dataclasses.replace(c, model="fisheye") for c in random_cameras(3)[::2]]
+    save_cameras_json(tmp_path / "c.json", cams)
+    assert all(e["camera_model"] == "fisheye" for e in json.loads((tmp_path / "c.json").read_text()))
+    back = load_cameras_json(tmp_path / "c.json")
+    assert [c.model for c in back] == ["fisheye", "fisheye"]
+    assert_same_cameras(back, cams)
+    plain = random_cameras(3)[::2]
+    save_cameras_json(tmp_path / "p.json", plain)
+    assert "camera_model" not in (tmp_path / "p.json").read_text()
+    assert [c.model for c in load_cameras_json(tmp_path / "p.json")] == ["pinhole", "pinhole"]
+    bad = json.loads((tmp_path / "c.json").read_text())
+    bad[0]["camera_model"] = "ftheta"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="camera_model"):
+        load_cameras_json(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="lens models differ"):
+        save_cameras_json(tmp_path / "mixed.json", [cams[0], plain[1]])
 
 
 def test_colmap_bin_corrupt(tmp_path):

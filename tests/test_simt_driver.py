@@ -26,7 +26,9 @@ from gsrender.testing import check, make_cases
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ["csrc/cuda/kernels", "csrc/include", "tools/simt", "tools/kernel_driver"]
 # one case per kernel family, forward and backward, both Tensor Core precisions' MMA paths
-CASES = ["project_fwd_tiny_aa", "project_bwd_tiny_aa", "sh_bwd_tiny_deg3", "bin_tiles_tiny_t8_sorted",
+CASES = ["project_fwd_tiny_aa", "project_bwd_tiny_aa", "project_fwd_tiny_aa_ortho",
+         "project_bwd_tiny_aa_ortho", "project_fwd_tiny_aa_fisheye", "project_bwd_tiny_aa_fisheye",
+         "sh_bwd_tiny_deg3", "bin_tiles_tiny_t8_sorted",
          "rasterize_fwd_tiny_sorted_D3_f32", "rasterize_fwd_tiny_weighted_D40_f16",
          "rasterize_fwd_tiny_sorted_D64_bf16", "rasterize_fwd_tiny_sorted_D130_tf32",
          "rasterize_bwd_tiny_sorted_D3_f32", "rasterize_bwd_tiny_weighted_D40_f16",

@@ -113,13 +113,14 @@ void project_lanes(const float* mp, const float* qp, const float* sp, const floa
   }
 }
 
-// project_lanes for the next 8 Gaussians where it applies (float, left ≥ 8 of them in the chunk
-// and the camera); false: the caller runs them one by one.
-template <typename T>
+// project_lanes for the next 8 Gaussians where it applies (float, a pinhole camera, left ≥ 8 of
+// them in the chunk and the camera); false: the caller runs them one by one (the other lens
+// models run per Gaussian: the lanes carry the pinhole rule only).
+template <int Model, typename T>
 bool project_lanes_if(int64_t left, const T* mp, const T* qp, const T* sp, const T* op,
                       const Camera<T>& cam, double eps2d, double near_plane, double far_plane,
                       double radius_clip, bool antialiased, int32_t* r, T* m2, T* d, T* con, T* o2) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && Model == kPinhole) {
     if (left < cpu::kLanes) return false;
     project_lanes(mp, qp, sp, op, cam, T(eps2d), T(near_plane), T(far_plane), T(radius_clip),
                   antialiased, LaneOut{r, m2, d, con, o2});
@@ -141,12 +142,12 @@ struct ProjectBwdIO {
 // projection.h templates on cpu::LaneF), over every camera in camera order: each lane adds its
 // visible cameras' gradients in the scalar loop's order (culled: nothing, not a zero) and
 // part ([C, 12], double) gets each Gaussian's v_viewmat rows Gaussian by Gaussian — the
-// scalar's bits (tests/test_project_sh.py, every ISA copy). Returns 8, or 0 (not float, or
-// fewer than 8 left: the caller runs them one by one).
-template <typename T>
+// scalar's bits (tests/test_project_sh.py, every ISA copy). Returns 8, or 0 (not float, a camera
+// that is not pinhole, or fewer than 8 left: the caller runs them one by one).
+template <int Model, typename T>
 int project_bwd_lanes(const ProjectBwdIO<T>& io, int64_t n, int64_t left, int64_t C, int64_t N,
                       const Camera<T>* cams, T eps2d, bool antialiased, double* part) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float> && Model == kPinhole) {
     using cpu::LaneF;
     constexpr int L = cpu::kLanes;
     if (left < L) return 0;
@@ -165,7 +166,7 @@ int project_bwd_lanes(const ProjectBwdIO<T>& io, int64_t n, int64_t left, int64_
       LaneF m2[2], d[1], con[3], o2[1];
       cpu::load_lanes<2>(io.v_m2 + 2 * idx, 2, m2), cpu::load_lanes<1>(io.v_d + idx, 1, d);
       cpu::load_lanes<3>(io.v_con + 3 * idx, 3, con), cpu::load_lanes<1>(io.v_o2 + idx, 1, o2);
-      const ProjectGrads<LaneF> g = project_gaussian_bwd(
+      const ProjectGrads<LaneF> g = project_gaussian_bwd<kPinhole>(
           gl.mean, gl.quat, gl.scale, gl.opacity, camera_lanes(cams[c]), LaneF(eps2d),
           antialiased, Vec2<LaneF>{m2[0], m2[1]}, d[0], Sym2<LaneF>{con[0], con[1], con[2]}, o2[0]);
       const LaneF v[11] = {g.v_mean.x,  g.v_mean.y,  g.v_mean.z,  g.v_quat.w,
@@ -197,9 +198,11 @@ int project_bwd_lanes(const ProjectBwdIO<T>& io, int64_t n, int64_t left, int64_
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
     const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& opacities,
     const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
-    double near_plane, double far_plane, double radius_clip, bool antialiased) {
+    double near_plane, double far_plane, double radius_clip, bool antialiased,
+    int64_t camera_model) {
   const auto [C, N, means_c, quats_c, scales_c, opacities_c, viewmats_c, Ks_c] =
       prepare_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d);
+  check_camera_model(camera_model);
   const auto [radii, means2d, depths, conics, opacities2d] =
       empty_project_outputs(C, N, means.options());
 
@@ -220,33 +223,28 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cpu(
       return load_camera(vp + 16 * c, kp + 9 * c, static_cast<int>(width),
                          static_cast<int>(height));
     };
-    cpu::parallel_for(0, C * N, 1024, [&](int64_t begin, int64_t end) {
-      // the camera loaded once per chunk and per camera change, no division per Gaussian
-      int64_t c = begin / N, n = begin - c * N;
-      Camera<T> cam = camera(c);
-      for (int64_t idx = begin; idx < end; ++idx, ++n) {
-        if (n == N) n = 0, cam = camera(++c);
-        if (project_lanes_if(std::min(end - idx, N - n), mp + 3 * n, qp + 4 * n, sp + 3 * n, op + n,
-                             cam, eps2d, near_plane, far_plane, radius_clip, antialiased,
-                             radii_p + 2 * idx, m2_p + 2 * idx, d_p + idx, con_p + 3 * idx,
-                             o2_p + idx)) {
-          idx += cpu::kLanes - 1, n += cpu::kLanes - 1;
-          continue;
+    with_camera_model(static_cast<int>(camera_model), [&](auto lens) {
+      constexpr int Model = decltype(lens)::value;
+      cpu::parallel_for(0, C * N, 1024, [&](int64_t begin, int64_t end) {
+        // the camera loaded once per chunk and per camera change, no division per Gaussian
+        int64_t c = begin / N, n = begin - c * N;
+        Camera<T> cam = camera(c);
+        for (int64_t idx = begin; idx < end; ++idx, ++n) {
+          if (n == N) n = 0, cam = camera(++c);
+          if (project_lanes_if<Model>(std::min(end - idx, N - n), mp + 3 * n, qp + 4 * n,
+                                      sp + 3 * n, op + n, cam, eps2d, near_plane, far_plane,
+                                      radius_clip, antialiased, radii_p + 2 * idx,
+                                      m2_p + 2 * idx, d_p + idx, con_p + 3 * idx, o2_p + idx)) {
+            idx += cpu::kLanes - 1, n += cpu::kLanes - 1;
+            continue;
+          }
+          const Vec4<T> quat = {qp[4 * n], qp[4 * n + 1], qp[4 * n + 2], qp[4 * n + 3]};
+          const Projected<T> r = project_gaussian<Model>(
+              load_vec3(mp + 3 * n), quat, load_vec3(sp + 3 * n), op[n], cam, T(eps2d),
+              T(near_plane), T(far_plane), T(radius_clip), antialiased);
+          store_projected(r, idx, radii_p, m2_p, d_p, con_p, o2_p);
         }
-        const Projected<T> r = project_gaussian(
-            load_vec3(mp + 3 * n), Vec4<T>{qp[4 * n], qp[4 * n + 1], qp[4 * n + 2], qp[4 * n + 3]},
-            load_vec3(sp + 3 * n), op[n], cam, T(eps2d), T(near_plane), T(far_plane),
-            T(radius_clip), antialiased);
-        radii_p[2 * idx] = r.radius_x;
-        radii_p[2 * idx + 1] = r.radius_y;
-        m2_p[2 * idx] = r.mean2d.x;
-        m2_p[2 * idx + 1] = r.mean2d.y;
-        d_p[idx] = r.depth;
-        con_p[3 * idx] = r.conic.a;
-        con_p[3 * idx + 1] = r.conic.b;
-        con_p[3 * idx + 2] = r.conic.c;
-        o2_p[idx] = r.opacity2d;
-      }
+      });
     });
   });
   return {radii, means2d, depths, conics, opacities2d};
@@ -256,9 +254,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cpu(
     const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& opacities,
     const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
     bool antialiased, const Tensor& radii, const Tensor& v_means2d, const Tensor& v_depths,
-    const Tensor& v_conics, const Tensor& v_opacities2d) {
+    const Tensor& v_conics, const Tensor& v_opacities2d, int64_t camera_model) {
   const auto [C, N, means_c, quats_c, scales_c, opacities_c, viewmats_c, Ks_c] =
       prepare_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d);
+  check_camera_model(camera_model);
   const auto [radii_c, v_means2d_c, v_depths_c, v_conics_c, v_opacities2d_c] =
       prepare_project_grads(means, C, N, radii, v_means2d, v_depths, v_conics, v_opacities2d);
   const auto [v_means, v_quats, v_scales, v_opacities, v_viewmats] =
@@ -293,46 +292,49 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cpu(
     const ProjectBwdIO<T> io{mp, qp, sp, op, rp, vm2, vd,
                              vc, vo2, g_means, g_quats, g_scales, g_opac};
 
-    cpu::parallel_for(0, num_blocks, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        double* part = partial.data() + blk * C * 12;
-        const int64_t n_end = std::min(N, (blk + 1) * kBwdBlock);
-        for (int64_t n = blk * kBwdBlock; n < n_end; ++n) {
-          if (const int done = project_bwd_lanes(io, n, n_end - n, C, N, cams.data(), T(eps2d),
-                                                 antialiased, part)) {
-            n += done - 1;
-            continue;
-          }
-          const Vec3<T> mean = load_vec3(mp + 3 * n);
-          const Vec4<T> quat = {qp[4 * n], qp[4 * n + 1], qp[4 * n + 2], qp[4 * n + 3]};
-          const Vec3<T> scale = load_vec3(sp + 3 * n);
-          for (int64_t c = 0; c < C; ++c) {
-            const int64_t idx = c * N + n;
-            if (rp[2 * idx] <= 0 && rp[2 * idx + 1] <= 0) continue;  // culled: zero gradient
-            const ProjectGrads<T> g = project_gaussian_bwd(
-                mean, quat, scale, op[n], cams[c], T(eps2d), antialiased,
-                Vec2<T>{vm2[2 * idx], vm2[2 * idx + 1]}, vd[idx],
-                Sym2<T>{vc[3 * idx], vc[3 * idx + 1], vc[3 * idx + 2]}, vo2[idx]);
-            g_means[3 * n] += g.v_mean.x;
-            g_means[3 * n + 1] += g.v_mean.y;
-            g_means[3 * n + 2] += g.v_mean.z;
-            g_quats[4 * n] += g.v_quat.w;
-            g_quats[4 * n + 1] += g.v_quat.x;
-            g_quats[4 * n + 2] += g.v_quat.y;
-            g_quats[4 * n + 3] += g.v_quat.z;
-            g_scales[3 * n] += g.v_scale.x;
-            g_scales[3 * n + 1] += g.v_scale.y;
-            g_scales[3 * n + 2] += g.v_scale.z;
-            g_opac[n] += g.v_opacity;
-            double* pc = part + 12 * c;
-            const T vt[3] = {g.v_t.x, g.v_t.y, g.v_t.z};
-            for (int i = 0; i < 3; ++i) {
-              for (int j = 0; j < 3; ++j) pc[4 * i + j] += g.v_R.m[i][j];
-              pc[4 * i + 3] += vt[i];
+    with_camera_model(static_cast<int>(camera_model), [&](auto lens) {
+      constexpr int Model = decltype(lens)::value;
+      cpu::parallel_for(0, num_blocks, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          double* part = partial.data() + blk * C * 12;
+          const int64_t n_end = std::min(N, (blk + 1) * kBwdBlock);
+          for (int64_t n = blk * kBwdBlock; n < n_end; ++n) {
+            if (const int done = project_bwd_lanes<Model>(io, n, n_end - n, C, N, cams.data(),
+                                                          T(eps2d), antialiased, part)) {
+              n += done - 1;
+              continue;
+            }
+            const Vec3<T> mean = load_vec3(mp + 3 * n);
+            const Vec4<T> quat = {qp[4 * n], qp[4 * n + 1], qp[4 * n + 2], qp[4 * n + 3]};
+            const Vec3<T> scale = load_vec3(sp + 3 * n);
+            for (int64_t c = 0; c < C; ++c) {
+              const int64_t idx = c * N + n;
+              if (rp[2 * idx] <= 0 && rp[2 * idx + 1] <= 0) continue;  // culled: zero gradient
+              const ProjectGrads<T> g = project_gaussian_bwd<Model>(
+                  mean, quat, scale, op[n], cams[c], T(eps2d), antialiased,
+                  Vec2<T>{vm2[2 * idx], vm2[2 * idx + 1]}, vd[idx],
+                  Sym2<T>{vc[3 * idx], vc[3 * idx + 1], vc[3 * idx + 2]}, vo2[idx]);
+              g_means[3 * n] += g.v_mean.x;
+              g_means[3 * n + 1] += g.v_mean.y;
+              g_means[3 * n + 2] += g.v_mean.z;
+              g_quats[4 * n] += g.v_quat.w;
+              g_quats[4 * n + 1] += g.v_quat.x;
+              g_quats[4 * n + 2] += g.v_quat.y;
+              g_quats[4 * n + 3] += g.v_quat.z;
+              g_scales[3 * n] += g.v_scale.x;
+              g_scales[3 * n + 1] += g.v_scale.y;
+              g_scales[3 * n + 2] += g.v_scale.z;
+              g_opac[n] += g.v_opacity;
+              double* pc = part + 12 * c;
+              const T vt[3] = {g.v_t.x, g.v_t.y, g.v_t.z};
+              for (int i = 0; i < 3; ++i) {
+                for (int j = 0; j < 3; ++j) pc[4 * i + j] += g.v_R.m[i][j];
+                pc[4 * i + 3] += vt[i];
+              }
             }
           }
         }
-      }
+      });
     });
 
     T* g_view = v_viewmats.data_ptr<T>();

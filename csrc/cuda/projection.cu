@@ -19,9 +19,11 @@ using at::Tensor;
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cuda(
     const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& opacities,
     const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
-    double near_plane, double far_plane, double radius_clip, bool antialiased) {
+    double near_plane, double far_plane, double radius_clip, bool antialiased,
+    int64_t camera_model) {
   const auto [C, N, means_c, quats_c, scales_c, opacities_c, viewmats_c, Ks_c] =
       prepare_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d);
+  check_camera_model(camera_model);
   const auto [radii, means2d, depths, conics, opacities2d] =
       empty_project_outputs(C, N, means.options());
   const c10::cuda::CUDAGuard guard(means.device());
@@ -33,7 +35,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_fwd_cuda(
         C, N, static_cast<int>(width), static_cast<int>(height), T(eps2d), T(near_plane),
         T(far_plane), T(radius_clip), antialiased, radii.data_ptr<int32_t>(),
         means2d.data_ptr<T>(), depths.data_ptr<T>(), conics.data_ptr<T>(),
-        opacities2d.data_ptr<T>()};
+        opacities2d.data_ptr<T>(), static_cast<int>(camera_model)};
     C10_CUDA_CHECK(launch::launch_project_fwd(a, gpu::current_stream()));
   });
   return {radii, means2d, depths, conics, opacities2d};
@@ -43,9 +45,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cuda(
     const Tensor& means, const Tensor& quats, const Tensor& scales, const Tensor& opacities,
     const Tensor& viewmats, const Tensor& Ks, int64_t width, int64_t height, double eps2d,
     bool antialiased, const Tensor& radii, const Tensor& v_means2d, const Tensor& v_depths,
-    const Tensor& v_conics, const Tensor& v_opacities2d) {
+    const Tensor& v_conics, const Tensor& v_opacities2d, int64_t camera_model) {
   const auto [C, N, means_c, quats_c, scales_c, opacities_c, viewmats_c, Ks_c] =
       prepare_project_inputs(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d);
+  check_camera_model(camera_model);
   const auto [radii_c, v_means2d_c, v_depths_c, v_conics_c, v_opacities2d_c] =
       prepare_project_grads(means, C, N, radii, v_means2d, v_depths, v_conics, v_opacities2d);
   const c10::cuda::CUDAGuard guard(means.device());
@@ -60,7 +63,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> project_bwd_cuda(
         radii_c.data_ptr<int32_t>(), v_means2d_c.data_ptr<T>(), v_depths_c.data_ptr<T>(),
         v_conics_c.data_ptr<T>(),  v_opacities2d_c.data_ptr<T>(), v_means.data_ptr<T>(),
         v_quats.data_ptr<T>(),     v_scales.data_ptr<T>(),     v_opacities.data_ptr<T>(),
-        v_viewmats.data_ptr<T>()};
+        v_viewmats.data_ptr<T>(), static_cast<int>(camera_model)};
     const gpu::ScratchBuffer ws(launch::project_bwd_workspace_bytes(a), means.device());
     C10_CUDA_CHECK(launch::launch_project_bwd(a, ws.get(), gpu::current_stream()));
   });

@@ -1,6 +1,24 @@
-"""gsplat 1.5 front door: ``rasterization(...)`` with gsplat's signature and return values, for
-pinhole cameras, on top of gsrender.rasterize. Swap ``from gsplat import rasterization`` for
-``from gsrender.compat.gsplat import rasterization`` and nothing else changes.
+"""gsplat 1.5 front door: ``rasterization(...)`` with gsplat's signature and return values, on top
+of gsrender.rasterize (gsrender.distributed.rasterize with ``distributed=True``). Swap
+``from gsplat import rasterization`` for ``from gsrender.compat.gsplat import rasterization`` and
+nothing else changes.
+
+Accepted and honoured: every argument of the signature below, ``camera_model`` "pinhole", "ortho"
+and "fisheye" (docs/cameras.md), ``distributed=True`` (each rank passes its own Gaussians and
+cameras, as in gsplat; per-camera colours are not accepted there), and the neutral values
+(None / False / GLOBAL) of ``covars``, ``with_ut``, ``radial_coeffs``, ``tangential_coeffs``,
+``thin_prism_coeffs``, ``ftheta_coeffs``, ``rolling_shutter``, ``viewmats_rs``,
+``global_z_order``, ``with_eval3d``, ``segmented``.
+
+Not supported (NotImplementedError, with the reason):
+- camera_model="ftheta": no f-theta lens model in the projection op.
+- with_ut=True and the distortion coefficients: lens distortion through the unscented transform
+  is not implemented.
+- covars: the projection op takes quats + scales (their gradients), not covariance matrices.
+- rolling_shutter other than GLOBAL, viewmats_rs: every pixel is rendered from one pose.
+- with_eval3d=True: Gaussians are evaluated in 2D (EWA), not along 3D rays.
+- segmented=True: a gsplat memory layout for its CUDA sort; gsrender bins differently.
+- sparse_grad=True: gradients are dense tensors.
 
 Differences from gsplat (documented, deliberate):
 - ``absgrad``: meta["means2d"].absgrad is |∂L/∂means2d| of the *summed* gradient (a tensor hook),
@@ -19,10 +37,22 @@ from gsrender.render import rasterize as _rasterize
 
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 RASTERIZE_MODES = ("classic", "antialiased")
-# gsplat options that exist but that gsrender does not implement; accepted at their neutral value.
-_NEUTRAL_OPTIONS = ("segmented", "covars", "with_ut", "with_eval3d", "radial_coeffs",
-                    "tangential_coeffs", "thin_prism_coeffs", "ftheta_coeffs", "rolling_shutter",
-                    "viewmats_rs", "global_z_order")
+CAMERA_MODELS = ("pinhole", "ortho", "fisheye")
+# gsplat options that gsrender does not implement, accepted at their neutral value only; the
+# reason each raises otherwise.
+_NEUTRAL_OPTIONS = {
+    "segmented": "a gsplat memory layout for its CUDA sort; gsrender bins differently",
+    "covars": "the projection op takes quats + scales (their gradients), not covariance matrices",
+    "with_ut": "lens distortion through the unscented transform is not implemented",
+    "with_eval3d": "Gaussians are evaluated in 2D (EWA), not along 3D rays",
+    "radial_coeffs": "lens distortion through the unscented transform is not implemented",
+    "tangential_coeffs": "lens distortion through the unscented transform is not implemented",
+    "thin_prism_coeffs": "lens distortion through the unscented transform is not implemented",
+    "ftheta_coeffs": "no f-theta lens model in the projection op",
+    "rolling_shutter": "every pixel is rendered from one pose (no rolling shutter)",
+    "viewmats_rs": "every pixel is rendered from one pose (no rolling shutter)",
+    "global_z_order": "gsrender sorts by depth per tile",
+}
 
 
 def _is_neutral(value) -> bool:
@@ -30,12 +60,10 @@ def _is_neutral(value) -> bool:
     return value is None or value is False or getattr(value, "name", None) == "GLOBAL"
 
 
-def _check_supported(camera_model, distributed, sparse_grad, extra: dict) -> None:
-    if camera_model != "pinhole":
+def _check_supported(camera_model, sparse_grad, extra: dict) -> None:
+    if camera_model not in CAMERA_MODELS:
         raise NotImplementedError(f"camera_model={camera_model!r} is not supported by gsrender "
-                                  "(only 'pinhole')")
-    if distributed:
-        raise NotImplementedError("distributed=True is not supported by gsrender")
+                                  f"(one of {CAMERA_MODELS}; no f-theta lens model)")
     if sparse_grad:
         raise NotImplementedError("sparse_grad=True is not supported by gsrender (dense gradients)")
     for name, value in extra.items():
@@ -43,7 +71,7 @@ def _check_supported(camera_model, distributed, sparse_grad, extra: dict) -> Non
             raise NotImplementedError(f"rasterization option {name!r} is not supported by gsrender")
         if not _is_neutral(value):
             raise NotImplementedError(f"rasterization option {name}={value!r} is not supported by "
-                                      "gsrender")
+                                      f"gsrender: {_NEUTRAL_OPTIONS[name]}")
 
 
 def _sh_per_camera(sh_degree: int, coeffs: torch.Tensor, means, viewmats) -> torch.Tensor:
@@ -91,7 +119,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
                   sparse_grad: bool = False, absgrad: bool = False,
                   rasterize_mode: str = "classic", channel_chunk: int = 32,
                   distributed: bool = False, camera_model: str = "pinhole", **kwargs):
-    """gsplat.rasterization for pinhole cameras. Shapes: means [N,3], quats [N,4] wxyz,
+    """gsplat.rasterization (the module docstring lists what is supported). Shapes: means [N,3], quats [N,4] wxyz,
     scales [N,3], opacities [N], colors [N,D] / [C,N,D] (any D; D != 3 is rendered through
     gsrender's features path) or SH [N,K,3] / [C,N,K,3] with sh_degree, viewmats [C,4,4],
     Ks [C,3,3], backgrounds [C,D] or [D] (D + 0 depth channels, as in gsplat).
@@ -99,7 +127,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     Returns (render_colors [C,H,W,X], render_alphas [C,H,W,1], meta) where X = D for "RGB",
     1 for "D"/"ED" and D+1 for "RGB+D"/"RGB+ED"; D is the expected depth Σ w z, ED = D / alpha.
     """
-    _check_supported(camera_model, distributed, sparse_grad, kwargs)
+    _check_supported(camera_model, sparse_grad, kwargs)
     if render_mode not in RENDER_MODES:
         raise ValueError(f"render_mode must be one of {RENDER_MODES}, got {render_mode!r}")
     if rasterize_mode not in RASTERIZE_MODES:
@@ -120,11 +148,15 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     if want_rgb and features is None:
         bg_native = backgrounds
 
-    out = _rasterize(means, quats, scales, opacities, native_colors, viewmats, Ks, width, height,
-                     sh_degree=native_sh, features=features, backgrounds=bg_native,
-                     near_plane=near_plane, far_plane=far_plane, eps2d=eps2d,
-                     antialiased=rasterize_mode == "antialiased", tile_size=tile_size,
-                     radius_clip=radius_clip)
+    if distributed:
+        from gsrender.distributed import rasterize as render_fn
+    else:
+        render_fn = _rasterize
+    out = render_fn(means, quats, scales, opacities, native_colors, viewmats, Ks, width, height,
+                    sh_degree=native_sh, features=features, backgrounds=bg_native,
+                    near_plane=near_plane, far_plane=far_plane, eps2d=eps2d,
+                    antialiased=rasterize_mode == "antialiased", camera_model=camera_model,
+                    tile_size=tile_size, radius_clip=radius_clip)
     alphas = out.alphas  # [C, H, W, 1]
     if features is not None:
         rgb = out.features  # [C, H, W, D]

@@ -24,19 +24,21 @@ _M2D, _CON, _OPA, _DEP, _RGB, _FEAT = slice(0, 2), slice(2, 5), 5, 6, slice(7, 1
 
 
 def _options_vector(width, height, sh_degree, colors, features, mode, tile_size, precision,
-                    near_plane, far_plane, eps2d, radius_clip, antialiased, weight_params,
-                    grad_gauss, grad_cams, ordered, device):
+                    near_plane, far_plane, eps2d, radius_clip, antialiased, camera_model,
+                    weight_params, grad_gauss, grad_cams, ordered, device):
     k = colors.shape[1] if sh_degree is not None else 0
     v = [width, height, -1 if sh_degree is None else sh_degree, k,
          0 if features is None else features.shape[-1], R.MODES.index(mode), tile_size,
          R.PRECISIONS.index(precision), near_plane, far_plane, eps2d, radius_clip,
-         float(antialiased), *weight_params, float(grad_gauss), float(grad_cams), float(ordered)]
+         float(antialiased), ops.camera_model_index(camera_model), *weight_params,
+         float(grad_gauss), float(grad_cams), float(ordered)]
     return torch.tensor([v], dtype=torch.float64, device=device)
 
 
 _OPTION_NAMES = ("width", "height", "sh_degree", "SH coefficients (colors.shape[1])",
                  "feature channels D", "mode", "tile_size", "precision", "near_plane",
-                 "far_plane", "eps2d", "radius_clip", "antialiased", "weight_params[0]",
+                 "far_plane", "eps2d", "radius_clip", "antialiased", "camera_model",
+                 "weight_params[0]",
                  "weight_params[1]", "weight_params[2]",
                  "gradients w.r.t. the Gaussians (grad mode and requires_grad)",
                  "gradients w.r.t. viewmats (requires_grad)", "order (given or not)")
@@ -58,8 +60,9 @@ def _camera_counts(opts: torch.Tensor, n_cameras: int, group) -> list[int]:
 def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int, height: int, *,
               sh_degree: int | None = None, features=None, backgrounds=None, mode: str = "sorted",
               near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
-              antialiased: bool = False, tile_size: int = 16, precision: str = "auto",
-              radius_clip: float = 0.0, weight_params=R.DEFAULT_WEIGHT_PARAMS,
+              antialiased: bool = False, camera_model: str = "pinhole", tile_size: int = 16,
+              precision: str = "auto", radius_clip: float = 0.0,
+              weight_params=R.DEFAULT_WEIGHT_PARAMS,
               deterministic: bool | None = None, order: torch.Tensor | None = None,
               group=None) -> R.RenderOutput:
     """gsrender.rasterize over a process group: means..colors, features are this rank's shard
@@ -105,7 +108,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     dev = means.device
     counts = _camera_counts(_options_vector(
         width, height, sh_degree, colors, features, mode, tile_size, precision, float(near_plane),
-        float(far_plane), float(eps2d), float(radius_clip), antialiased,
+        float(far_plane), float(eps2d), float(radius_clip), antialiased, camera_model,
         [float(w) for w in weight_params], grad_gauss, grad_cams, order is not None, dev),
         V.shape[0], group)
 
@@ -122,7 +125,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     radii, means2d, depths, conics, opac2d = ops.project(
         means.contiguous(), quats.contiguous(), scales.contiguous(), opacities.contiguous(),
         V_all.contiguous(), K_all.contiguous(), width, height, float(eps2d), float(near_plane),
-        float(far_plane), float(radius_clip), bool(antialiased))
+        float(far_plane), float(radius_clip), bool(antialiased), camera_model)
     if sh_degree is not None:
         campos = -torch.einsum("cji,cj->ci", V_all[:, :3, :3], V_all[:, :3, 3])  # [C_all, 3]
         dirs = means[None, :, :] - campos[:, None, :]

@@ -1,4 +1,5 @@
-"""Camera: one pinhole view (OpenCV world-to-camera), and stacking views for the renderer."""
+"""Camera: one view (OpenCV world-to-camera, a pinhole, ortho or fisheye lens), and stacking views
+for the renderer."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -6,10 +7,13 @@ from pathlib import Path
 
 import torch
 
+from gsrender.ops import CAMERA_MODELS
+
 
 @dataclass
 class Camera:
-    """A pinhole camera. K [3,3] float32, viewmat [4,4] float32 world-to-camera (OpenCV axes)."""
+    """A camera. K [3,3] float32, viewmat [4,4] float32 world-to-camera (OpenCV axes), model the
+    lens: "pinhole", "ortho" or "fisheye" (equidistant; docs/cameras.md)."""
 
     name: str
     width: int
@@ -17,8 +21,12 @@ class Camera:
     K: torch.Tensor
     viewmat: torch.Tensor
     image_path: Path | None = None
+    model: str = "pinhole"
 
     def __post_init__(self):
+        if self.model not in CAMERA_MODELS:
+            raise ValueError(f"model: expected one of {CAMERA_MODELS}, got {self.model!r} "
+                             f"(camera {self.name!r})")
         self.K = torch.as_tensor(self.K, dtype=torch.float32)
         self.viewmat = torch.as_tensor(self.viewmat, dtype=torch.float32)
         if self.K.shape != (3, 3):
@@ -45,13 +53,17 @@ class Camera:
 
 
 def stack_cameras(cams: list[Camera]) -> tuple[torch.Tensor, torch.Tensor, int, int]:
-    """(viewmats [C,4,4], Ks [C,3,3], width, height); all cameras must share one image size."""
+    """(viewmats [C,4,4], Ks [C,3,3], width, height); all cameras must share one image size and
+    one lens model (cams[0].model is the batch's camera_model)."""
     cams = list(cams)
     if not cams:
         raise ValueError("cams: need at least one Camera")
     sizes = {(c.width, c.height) for c in cams}
     if len(sizes) != 1:
         raise ValueError(f"cams: image sizes differ ({sorted(sizes)}); render them in separate batches")
+    models = {c.model for c in cams}
+    if len(models) != 1:
+        raise ValueError(f"cams: lens models differ ({sorted(models)}); render them in separate batches")
     width, height = sizes.pop()
     viewmats = torch.stack([c.viewmat for c in cams])  # [C, 4, 4]
     Ks = torch.stack([c.K for c in cams])  # [C, 3, 3]

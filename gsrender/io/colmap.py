@@ -1,4 +1,9 @@
-"""COLMAP sparse models (cameras, images, points3D) in .bin and .txt, pinhole cameras only.
+"""COLMAP sparse models (cameras, images, points3D) in .bin and .txt.
+
+Cameras: SIMPLE_PINHOLE and PINHOLE load as pinhole cameras, OPENCV_FISHEYE as a fisheye
+(equidistant) one (docs/cameras.md). The distorted models SIMPLE_RADIAL, RADIAL, OPENCV and
+FULL_OPENCV load as pinhole and OPENCV_FISHEYE as fisheye when their distortion coefficients are all
+zero; gsrender renders no lens distortion, so non-zero coefficients raise (undistort the images).
 
 COLMAP stores per image the world-to-camera rotation as a wxyz quaternion (qvec) and the
 world-to-camera translation (tvec), in OpenCV axes: exactly our viewmat. Binary files are untrusted:
@@ -25,7 +30,14 @@ CAMERA_MODELS = {
     11: ("RAD_TAN_THIN_PRISM_FISHEYE", 16),
 }
 _MODEL_IDS = {name: (mid, npar) for mid, (name, npar) in CAMERA_MODELS.items()}
-_PINHOLE = ("SIMPLE_PINHOLE", "PINHOLE")
+# model name -> (gsrender lens, whether fx and fy are separate params, number of distortion params
+# after fx [fy] cx cy); the models gsrender loads.
+_LENSES = {
+    "SIMPLE_PINHOLE": ("pinhole", False, 0), "PINHOLE": ("pinhole", True, 0),
+    "SIMPLE_RADIAL": ("pinhole", False, 1), "RADIAL": ("pinhole", False, 2),
+    "OPENCV": ("pinhole", True, 4), "FULL_OPENCV": ("pinhole", True, 8),
+    "OPENCV_FISHEYE": ("fisheye", True, 4),
+}
 
 
 @dataclass
@@ -34,14 +46,24 @@ class ColmapCamera:
     model: str
     width: int
     height: int
-    params: np.ndarray  # float64; PINHOLE: fx fy cx cy, SIMPLE_PINHOLE: f cx cy
+    params: np.ndarray  # float64, COLMAP's order: f or fx fy, cx, cy, distortion coefficients
+
+    @property
+    def lens(self) -> str:
+        """gsrender's camera model: "pinhole" or "fisheye"."""
+        return _LENSES[self.model][0]
+
+    def distortion(self) -> np.ndarray:
+        """The distortion coefficients after the intrinsics."""
+        _, two_focal, n = _LENSES[self.model]
+        return self.params[4 if two_focal else 3:][:n]
 
     def K(self) -> np.ndarray:
         """[3, 3] float64 intrinsics."""
-        if self.model == "PINHOLE":
-            fx, fy, cx, cy = self.params
+        if _LENSES[self.model][1]:
+            fx, fy, cx, cy = self.params[:4]
         else:
-            fx, cx, cy = self.params
+            fx, cx, cy = self.params[:3]
             fy = fx
         return np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
 
@@ -93,14 +115,20 @@ def rotmat_to_qvec(R) -> np.ndarray:
     return -q if q[0] < 0 else q
 
 
+_UNDISTORT = ("Undistort the images first, e.g. `colmap image_undistorter --image_path images "
+              "--input_path sparse/0 --output_path undistorted --output_type COLMAP`")
+
+
 def _check_camera(path: Path, cam: ColmapCamera) -> ColmapCamera:
-    if cam.model not in _PINHOLE:
-        raise ValueError(
-            f"{path}: camera {cam.id} uses the distorted model {cam.model}; only PINHOLE and "
-            f"SIMPLE_PINHOLE are supported. Undistort the images first, e.g. `colmap image_undistorter "
-            f"--image_path images --input_path sparse/0 --output_path undistorted --output_type COLMAP`")
+    if cam.model not in _LENSES:
+        raise ValueError(f"{path}: camera {cam.id} uses the model {cam.model}; gsrender loads "
+                         f"{', '.join(_LENSES)}. {_UNDISTORT}")
+    if np.isfinite(cam.params).all() and (cam.distortion() != 0).any():
+        raise ValueError(f"{path}: camera {cam.id} ({cam.model}) has non-zero distortion "
+                         f"coefficients {cam.distortion().tolist()}; gsrender renders no lens "
+                         f"distortion. {_UNDISTORT}")
     if cam.width <= 0 or cam.height <= 0 or not np.isfinite(cam.params).all() or \
-            (cam.params[:2 if cam.model == "PINHOLE" else 1] <= 0).any():
+            (cam.params[:2 if _LENSES[cam.model][1] else 1] <= 0).any():
         raise ValueError(f"{path}: camera {cam.id} has invalid size or intrinsics "
                          f"({cam.width}x{cam.height}, params {cam.params.tolist()})")
     return cam
@@ -328,20 +356,29 @@ def load_colmap_cameras(sparse_dir: str | os.PathLike, images_dir: str | os.Path
         out.append(Camera(
             name=img.name, width=round(cam.width / downscale), height=round(cam.height / downscale),
             K=torch.from_numpy(K).float(), viewmat=torch.from_numpy(img.viewmat()).float(),
-            image_path=image_path))
+            image_path=image_path, model=cam.lens))
     return out
 
 
 # --------------------------------------------------------------------------------------- writers
 
 
+# the COLMAP model a gsrender lens is written as (fx fy cx cy, then zero distortion)
+_WRITTEN_AS = {"pinhole": "PINHOLE", "fisheye": "OPENCV_FISHEYE"}
+
+
 def _intrinsics(cameras: list[Camera]) -> tuple[list[tuple], list[int]]:
-    """Unique PINHOLE cameras (w, h, fx, fy, cx, cy) and each view's camera id (1-based)."""
+    """Unique cameras (COLMAP model, w, h, params) and each view's camera id (1-based)."""
     uniq: dict[tuple, int] = {}
     ids = []
     for c in cameras:
+        if c.model not in _WRITTEN_AS:
+            raise ValueError(f"cameras: COLMAP has no {c.model} camera (camera {c.name!r})")
+        model = _WRITTEN_AS[c.model]
         K = c.K.double()
-        key = (c.width, c.height, float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2]))
+        params = (float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2]))
+        params += (0.0,) * _LENSES[model][2]
+        key = (model, c.width, c.height, params)
         ids.append(uniq.setdefault(key, len(uniq) + 1))
     return list(uniq), ids
 
@@ -355,14 +392,15 @@ def _poses(cameras: list[Camera]) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def write_colmap_text(sparse_dir: str | os.PathLike, cameras: list[Camera], points=None) -> None:
-    """Write cameras.txt / images.txt / points3D.txt (PINHOLE; points = optional (xyz, rgb))."""
+    """Write cameras.txt / images.txt / points3D.txt (PINHOLE or OPENCV_FISHEYE; points = optional
+    (xyz, rgb))."""
     d = Path(sparse_dir)
     d.mkdir(parents=True, exist_ok=True)
     intr, ids = _intrinsics(cameras)
     with open(d / "cameras.txt", "w") as f:
         f.write("# CAMERA_ID, MODEL, WIDTH, HEIGHT, PARAMS[]\n")
-        f.writelines(f"{cid} PINHOLE {w} {h} {fx!r} {fy!r} {cx!r} {cy!r}\n"
-                     for cid, (w, h, fx, fy, cx, cy) in enumerate(intr, start=1))
+        f.writelines(f"{cid} {model} {w} {h} {' '.join(repr(p) for p in params)}\n"
+                     for cid, (model, w, h, params) in enumerate(intr, start=1))
     with open(d / "images.txt", "w") as f:
         f.write("# IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME\n"
                 "# POINTS2D[] as (X, Y, POINT3D_ID)\n")
@@ -378,13 +416,14 @@ def write_colmap_text(sparse_dir: str | os.PathLike, cameras: list[Camera], poin
 
 
 def write_colmap_binary(sparse_dir: str | os.PathLike, cameras: list[Camera], points=None) -> None:
-    """Write cameras.bin / images.bin / points3D.bin (PINHOLE, no 2D points or tracks)."""
+    """Write cameras.bin / images.bin / points3D.bin (PINHOLE or OPENCV_FISHEYE, no 2D points or
+    tracks)."""
     d = Path(sparse_dir)
     d.mkdir(parents=True, exist_ok=True)
     intr, ids = _intrinsics(cameras)
     buf = [struct.pack("<Q", len(intr))]
-    for cid, (w, h, fx, fy, cx, cy) in enumerate(intr, start=1):
-        buf.append(struct.pack("<iiQQ4d", cid, _MODEL_IDS["PINHOLE"][0], w, h, fx, fy, cx, cy))
+    for cid, (model, w, h, params) in enumerate(intr, start=1):
+        buf.append(struct.pack(f"<iiQQ{len(params)}d", cid, _MODEL_IDS[model][0], w, h, *params))
     (d / "cameras.bin").write_bytes(b"".join(buf))
     buf = [struct.pack("<Q", len(cameras))]
     for i, (c, cid, (q, t)) in enumerate(zip(cameras, ids, _poses(cameras)), start=1):

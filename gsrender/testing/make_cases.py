@@ -26,6 +26,7 @@ import torch
 
 from gsrender import _C
 from gsrender.cameras import intrinsics
+from gsrender.ops import CAMERA_MODELS
 from gsrender.testing.case import Case, write_case
 
 # Per-precision bars (gsrender.testing.check has the rule semantics). value: normalised max error
@@ -156,17 +157,25 @@ def _raster_params(s: Scene, tile_size: int, mode: int, prec: str, backward: boo
 # the cases, kernel by kernel
 
 
+# (antialiased, camera model) of the projection cases; other lenses carry "camera_model" (the op's
+# value) in their params
+PROJECTION_VARIANTS = ((False, "pinhole"), (True, "pinhole"), (True, "ortho"), (True, "fisheye"))
+
+
 def projection_cases(s: Scene):
     ops = _cpu_ops()
-    for aa in (False, True):
+    for aa, lens in PROJECTION_VARIANTS:
+        model = CAMERA_MODELS.index(lens)
         params = {"width": s.W, "height": s.H, "eps2d": EPS2D, "near_plane": NEAR,
                   "far_plane": FAR, "radius_clip": 0.0, "antialiased": aa}
+        if model:
+            params["camera_model"] = model
         inputs = {k: _np(getattr(s, k)) for k in
                   ("means", "quats", "scales", "opacities", "viewmats", "Ks")}
         out = ops.project_fwd(s.means, s.quats, s.scales, s.opacities, s.viewmats, s.Ks, s.W,
-                              s.H, EPS2D, NEAR, FAR, 0.0, aa)
+                              s.H, EPS2D, NEAR, FAR, 0.0, aa, model)
         names = ("radii", "means2d", "depths", "conics", "opacities2d")
-        tag = "_aa" if aa else ""
+        tag = ("_aa" if aa else "") + ("" if lens == "pinhole" else f"_{lens}")
         yield Case(f"project_fwd_{s.name}{tag}", "project_fwd", "f32", params,
                    {"inputs": inputs, "expected": {n: _np(t) for n, t in zip(names, out)}},
                    {n: exact_rule() if n == "radii" else value_rule("f32") for n in names})
@@ -176,10 +185,11 @@ def projection_cases(s: Scene):
              for n, t in zip(names[1:], out[1:])}
         grads = ops.project_bwd(s.means, s.quats, s.scales, s.opacities, s.viewmats, s.Ks, s.W,
                                 s.H, EPS2D, aa, out[0], v["means2d"], v["depths"], v["conics"],
-                                v["opacities2d"])
+                                v["opacities2d"], model)
         bwd_in = dict(inputs, radii=_np(out[0]), **{f"v_{n}": _np(t) for n, t in v.items()})
         gnames = ("v_means", "v_quats", "v_scales", "v_opacities", "v_viewmats")
-        bparams = {k: params[k] for k in ("width", "height", "eps2d", "antialiased")}
+        bparams = {k: params[k] for k in ("width", "height", "eps2d", "antialiased",
+                                           "camera_model") if k in params}
         yield Case(f"project_bwd_{s.name}{tag}", "project_bwd", "f32", bparams,
                    {"inputs": bwd_in, "expected": {n: _np(t) for n, t in zip(gnames, grads)}},
                    {n: grad_rule("f32") for n in gnames})

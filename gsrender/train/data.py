@@ -17,12 +17,14 @@ from gsrender.scene import sh_to_rgb
 
 @dataclass
 class View:
-    """One posed target image: viewmat [4,4] world-to-camera, K [3,3], image [H,W,3] in [0,1]."""
+    """One posed target image: viewmat [4,4] world-to-camera, K [3,3], image [H,W,3] in [0,1],
+    camera_model the lens ("pinhole", "ortho", "fisheye"; docs/cameras.md)."""
 
     name: str
     viewmat: torch.Tensor
     K: torch.Tensor
     image: torch.Tensor
+    camera_model: str = "pinhole"
 
     @property
     def width(self) -> int:
@@ -43,6 +45,14 @@ class Dataset:
     @property
     def extent(self) -> float:
         return camera_extent([v.viewmat for v in self.train])
+
+
+def batch_camera_model(views: list[View]) -> str:
+    """The one camera_model of a batch of views (the renderer takes one per call)."""
+    models = {v.camera_model for v in views}
+    if len(models) != 1:
+        raise ValueError(f"views: one batch mixes camera models {sorted(models)}")
+    return models.pop()
 
 
 def camera_extent(viewmats: list[torch.Tensor]) -> float:
@@ -107,7 +117,7 @@ def load_colmap_dataset(root: str | os.PathLike, images: str = "images", scale: 
         w, h = max(1, round(c.width * scale)), max(1, round(c.height * scale))
         c = c.resized(w, h) if (w, h) != (c.width, c.height) else c
         views.append(View(c.name, c.viewmat.to(device), c.K.to(device),
-                          _read_image(c.image_path, w, h).to(device)))
+                          _read_image(c.image_path, w, h).to(device), c.model))
     xyz, rgb = load_colmap_points(sparse)
     train, test = split(views, every, n_test)
     return Dataset(train, test, (torch.from_numpy(xyz).to(device), torch.from_numpy(rgb).to(device)),

@@ -133,6 +133,11 @@ bool is_double(const Case& c, const char* key) { return c.in(key).dtype == "floa
 
 // ---- kernels --------------------------------------------------------------------------------
 
+// the projection cases' lens (gsrender/camera.h's CameraModel); pinhole cases leave it out
+int camera_model(const Case& c) {
+  return c.params().has("camera_model") ? static_cast<int>(c.num("camera_model")) : 0;
+}
+
 template <typename T>
 void run_project_fwd(const Case& c, Device& d, cudaStream_t s) {
   const int64_t N = c.in("means").dim(0), C = c.in("viewmats").dim(0);
@@ -142,6 +147,7 @@ void run_project_fwd(const Case& c, Device& d, cudaStream_t s) {
                          static_cast<int>(c.num("width")), static_cast<int>(c.num("height")),
                          T(c.num("eps2d")), T(c.num("near_plane")), T(c.num("far_plane")),
                          T(c.num("radius_clip")), c.flag("antialiased")};
+  a.camera_model = camera_model(c);
   a.radii = d.output<int32_t>("radii", "int32", {C, N, 2});
   a.means2d = d.output<T>("means2d", dt, {C, N, 2});
   a.depths = d.output<T>("depths", dt, {C, N});
@@ -160,6 +166,7 @@ void run_project_bwd(const Case& c, Device& d, cudaStream_t s) {
                          T(c.num("eps2d")), c.flag("antialiased"), d.input<int32_t>("radii"),
                          d.input<T>("v_means2d"), d.input<T>("v_depths"), d.input<T>("v_conics"),
                          d.input<T>("v_opacities2d")};
+  a.camera_model = camera_model(c);
   a.v_means = d.output<T>("v_means", dt, {N, 3});
   a.v_quats = d.output<T>("v_quats", dt, {N, 4});
   a.v_scales = d.output<T>("v_scales", dt, {N, 3});

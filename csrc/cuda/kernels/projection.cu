@@ -1,6 +1,7 @@
 // CUDA kernels of project_fwd / project_bwd, running the same per-pair math as the CPU backend
 // (gsrender/projection.h): the forward one thread per (camera, Gaussian), the backward one
 // thread per Gaussian walking the cameras in order (deterministic, see project_bwd_kernel).
+// Both are compiled per lens model (CameraModel); the launchers pick one.
 #include "gsrender/launch/projection.h"
 #include "gsrender/projection.h"
 
@@ -11,7 +12,7 @@ constexpr int kThreads = 256;  // a multiple of 32: the backward reduces whole w
 constexpr int kWarps = kThreads / 32;
 constexpr int kViewGrads = 12;  // rows 0..2 of the 4×4 viewmat gradient
 
-template <typename T>
+template <typename T, int Model>
 __global__ void project_fwd_kernel(int64_t C, int64_t N, const T* __restrict__ means,
                                    const T* __restrict__ quats, const T* __restrict__ scales,
                                    const T* __restrict__ opacities,
@@ -26,18 +27,10 @@ __global__ void project_fwd_kernel(int64_t C, int64_t N, const T* __restrict__ m
   const Camera<T> cam = load_camera(viewmats + 16 * c, Ks + 9 * c, width, height);
   const T* q = quats + 4 * n;
   const Projected<T> r =
-      project_gaussian(load_vec3(means + 3 * n), Vec4<T>{q[0], q[1], q[2], q[3]},
-                       load_vec3(scales + 3 * n), opacities[n], cam, eps2d, near_plane,
-                       far_plane, radius_clip, antialiased);
-  radii[2 * idx] = r.radius_x;
-  radii[2 * idx + 1] = r.radius_y;
-  means2d[2 * idx] = r.mean2d.x;
-  means2d[2 * idx + 1] = r.mean2d.y;
-  depths[idx] = r.depth;
-  conics[3 * idx] = r.conic.a;
-  conics[3 * idx + 1] = r.conic.b;
-  conics[3 * idx + 2] = r.conic.c;
-  opacities2d[idx] = r.opacity2d;
+      project_gaussian<Model>(load_vec3(means + 3 * n), Vec4<T>{q[0], q[1], q[2], q[3]},
+                              load_vec3(scales + 3 * n), opacities[n], cam, eps2d, near_plane,
+                              far_plane, radius_clip, antialiased);
+  store_projected(r, idx, radii, means2d, depths, conics, opacities2d);
 }
 
 // Sums vals over the thread block in a fixed order (each warp's shuffle tree, then the warps in
@@ -71,7 +64,7 @@ __device__ __forceinline__ void block_reduce_store(T (&vals)[kViewGrads], T* dst
 // camera's v_viewmats share is reduced over the block (fixed order) into view_partial
 // [blocks, C, kViewGrads], summed over blocks in block order by view_sum_kernel. No float
 // atomics, so the backward is deterministic.
-template <typename T>
+template <typename T, int Model>
 __global__ void __launch_bounds__(kThreads) project_bwd_kernel(
     int64_t C, int64_t N, const T* __restrict__ means, const T* __restrict__ quats,
     const T* __restrict__ scales, const T* __restrict__ opacities,
@@ -97,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) project_bwd_kernel(
     const int64_t idx = c * N + n;
     if (active && (radii[2 * idx] > 0 || radii[2 * idx + 1] > 0)) {  // culled: zero gradient
       const Camera<T> cam = load_camera(viewmats + 16 * c, Ks + 9 * c, width, height);
-      const ProjectGrads<T> g = project_gaussian_bwd(
+      const ProjectGrads<T> g = project_gaussian_bwd<Model>(
           mean, quat, scale, opacities[n], cam, eps2d, antialiased,
           Vec2<T>{v_means2d[2 * idx], v_means2d[2 * idx + 1]}, v_depths[idx],
           Sym2<T>{v_conics[3 * idx], v_conics[3 * idx + 1], v_conics[3 * idx + 2]},
@@ -146,10 +139,13 @@ namespace launch {
 template <typename T>
 cudaError_t launch_project_fwd(const ProjectFwdArgs<T>& a, cudaStream_t stream) {
   if (a.C * a.N == 0) return cudaSuccess;
-  GSR_LAUNCH(num_blocks(a.C * a.N), kThreads, 0, stream, project_fwd_kernel<T>)(
-      a.C, a.N, a.means, a.quats, a.scales, a.opacities, a.viewmats, a.Ks, a.width, a.height,
-      a.eps2d, a.near_plane, a.far_plane, a.radius_clip, a.antialiased, a.radii, a.means2d,
-      a.depths, a.conics, a.opacities2d);
+  with_camera_model(a.camera_model, [&](auto lens) {
+    GSR_LAUNCH(num_blocks(a.C * a.N), kThreads, 0, stream,
+               project_fwd_kernel<T, decltype(lens)::value>)(
+        a.C, a.N, a.means, a.quats, a.scales, a.opacities, a.viewmats, a.Ks, a.width, a.height,
+        a.eps2d, a.near_plane, a.far_plane, a.radius_clip, a.antialiased, a.radii, a.means2d,
+        a.depths, a.conics, a.opacities2d);
+  });
   return cudaGetLastError();
 }
 
@@ -168,10 +164,13 @@ cudaError_t launch_project_bwd(const ProjectBwdArgs<T>& a, Workspace ws, cudaStr
   const int64_t blocks = num_blocks(a.N);
   Carver c(ws.ptr);
   T* view_partial = c.take<T>(blocks * a.C * kViewGrads);
-  GSR_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, stream, project_bwd_kernel<T>)(
-      a.C, a.N, a.means, a.quats, a.scales, a.opacities, a.viewmats, a.Ks, a.width, a.height,
-      a.eps2d, a.antialiased, a.radii, a.v_means2d, a.v_depths, a.v_conics, a.v_opacities2d,
-      a.v_means, a.v_quats, a.v_scales, a.v_opacities, view_partial);
+  with_camera_model(a.camera_model, [&](auto lens) {
+    GSR_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, stream,
+               project_bwd_kernel<T, decltype(lens)::value>)(
+        a.C, a.N, a.means, a.quats, a.scales, a.opacities, a.viewmats, a.Ks, a.width, a.height,
+        a.eps2d, a.antialiased, a.radii, a.v_means2d, a.v_depths, a.v_conics, a.v_opacities2d,
+        a.v_means, a.v_quats, a.v_scales, a.v_opacities, view_partial);
+  });
   GSR_CUDA_TRY(cudaGetLastError());
   GSR_LAUNCH(static_cast<unsigned>(num_blocks(a.C * kViewGrads)), kThreads, 0, stream, view_sum_kernel<T>)(
       view_partial, blocks, a.C, a.v_viewmats);

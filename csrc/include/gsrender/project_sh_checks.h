@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "gsrender/camera.h"
+
 namespace gsrender {
 
 // means [N,3], quats [N,4], scales [N,3], opacities [N], viewmats [C,4,4], Ks [C,3,3]: one
@@ -39,6 +41,13 @@ struct ProjectOutputs {
   at::Tensor radii, means2d, depths, conics, opacities2d;
 };
 ProjectOutputs empty_project_outputs(int64_t C, int64_t N, const at::TensorOptions& opts);
+
+// camera_model: a CameraModel value (gsrender/camera.h: 0 pinhole, 1 ortho, 2 fisheye).
+inline void check_camera_model(int64_t camera_model) {
+  TORCH_CHECK_VALUE(camera_model >= 0 && camera_model < kNumCameraModels,
+                    "camera_model must be 0 (pinhole), 1 (ortho) or 2 (fisheye), got ",
+                    camera_model);
+}
 
 // project_bwd's checked, contiguous incoming gradients (and radii).
 struct ProjectGradInputs {

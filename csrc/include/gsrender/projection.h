@@ -1,46 +1,19 @@
 // EWA projection of ONE Gaussian into ONE camera, forward and backward (vector-Jacobian
 // products), as GSR_HOST_DEVICE functions so the CPU and CUDA backends run the same formulas.
 // The rule is docs/design.md §3 ("Projection"); it matches gsplat's fully_fused_projection plus
-// opacity-aware radii.
+// opacity-aware radii, for each of gsplat's pinhole, ortho and fisheye camera models
+// (docs/cameras.md): only the lens map and its Jacobian J differ between them.
 #pragma once
 
+#include <cstdint>
+
 #include "gsrender/alpha.h"
+#include "gsrender/camera.h"
 #include "gsrender/common.h"
+#include "gsrender/fisheye.h"
 #include "gsrender/math.h"
 
 namespace gsrender {
-
-template <typename T>
-struct Camera {
-  Mat3<T> R;  // world-to-camera rotation, viewmat[:3,:3]
-  Vec3<T> t;  // viewmat[:3,3]
-  T fx, fy, cx, cy;
-  T width, height;
-  // ewa_jacobian's clamp of x/z and y/z (see there), per camera rather than per Gaussian
-  T lim_x_pos, lim_x_neg, lim_y_pos, lim_y_neg;
-};
-
-// viewmat: 16 row-major values, K: 9 row-major values (skew is ignored, as in gsplat).
-template <typename T>
-GSR_HOST_DEVICE Camera<T> load_camera(const T* viewmat, const T* K, int width, int height) {
-  Camera<T> cam;
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) cam.R.m[i][j] = viewmat[i * 4 + j];
-  cam.t = {viewmat[3], viewmat[7], viewmat[11]};
-  cam.fx = K[0];
-  cam.fy = K[4];
-  cam.cx = K[2];
-  cam.cy = K[5];
-  cam.width = T(width);
-  cam.height = T(height);
-  const T tan_fovx = T(0.5) * cam.width / cam.fx;
-  const T tan_fovy = T(0.5) * cam.height / cam.fy;
-  cam.lim_x_pos = (cam.width - cam.cx) / cam.fx + T(0.3) * tan_fovx;
-  cam.lim_x_neg = cam.cx / cam.fx + T(0.3) * tan_fovx;
-  cam.lim_y_pos = (cam.height - cam.cy) / cam.fy + T(0.3) * tan_fovy;
-  cam.lim_y_neg = cam.cy / cam.fy + T(0.3) * tan_fovy;
-  return cam;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Forward pieces
@@ -109,6 +82,16 @@ GSR_HOST_DEVICE EwaJacobian<T> ewa_jacobian(const Vec3<T>& p, const Camera<T>& c
   return J;
 }
 
+// The orthographic map u = fx·x + cx, v = fy·y + cy: a constant J = [[fx, 0, 0], [0, fy, 0]].
+template <typename T>
+GSR_HOST_DEVICE EwaJacobian<T> ortho_jacobian(const Camera<T>& cam) {
+  EwaJacobian<T> J;
+  J.j00 = cam.fx, J.j11 = cam.fy, J.j02 = T(0), J.j12 = T(0);
+  J.tx = T(0), J.ty = T(0);
+  J.clamped_x = false, J.clamped_y = false;
+  return J;
+}
+
 // A symmetric 2×2 matrix [[a, b], [b, c]].
 template <typename T>
 struct Sym2 {
@@ -125,6 +108,15 @@ GSR_HOST_DEVICE Sym2<T> project_cov(const EwaJacobian<T>& J, const Mat3<T>& S) {
         J.j02 * J.j12 * s[2][2];
   r.c = J.j11 * J.j11 * s[1][1] + T(2) * J.j11 * J.j12 * s[1][2] + J.j12 * J.j12 * s[2][2];
   return r;
+}
+
+// cov = J S Jᵀ for a dense J.
+template <typename T>
+GSR_HOST_DEVICE Sym2<T> project_cov(const Jac23<T>& J, const Mat3<T>& S) {
+  const Vec3<T> j0 = {J.m[0][0], J.m[0][1], J.m[0][2]};
+  const Vec3<T> j1 = {J.m[1][0], J.m[1][1], J.m[1][2]};
+  const Vec3<T> s0 = S * j0, s1 = S * j1;
+  return {dot(j0, s0), dot(j0, s1), dot(j1, s1)};
 }
 
 // Radii are stored as int32; larger footprints are capped here.
@@ -156,8 +148,45 @@ GSR_HOST_DEVICE Projected<T> projected_culled() {
   return r;
 }
 
-// The whole projection rule for one Gaussian × one camera. Culled → radii 0, everything else 0.
-template <typename T>
+// The lens model's J at the camera-space mean p (EWA's local affine map): the clamped perspective
+// J for pinhole, the constant one for ortho, the full 2×3 one for fisheye.
+template <int Model, typename T>
+GSR_HOST_DEVICE auto lens_jacobian(const Vec3<T>& p, const Camera<T>& cam) {
+  if constexpr (Model == kPinhole) {
+    return ewa_jacobian(p, cam);
+  } else if constexpr (Model == kOrtho) {
+    return ortho_jacobian(cam);
+  } else {
+    return fisheye_jacobian(p, cam);
+  }
+}
+
+// The pixel position of the camera-space mean p (J: lens_jacobian<Model>'s result).
+template <int Model, typename T, typename Jacobian>
+GSR_HOST_DEVICE Vec2<T> lens_mean2d(const Vec3<T>& p, const Camera<T>& cam, const Jacobian& J) {
+  if constexpr (Model == kPinhole) {
+    const T rz = T(1) / p.z;
+    return {cam.fx * p.x * rz + cam.cx, cam.fy * p.y * rz + cam.cy};
+  } else if constexpr (Model == kOrtho) {
+    return {cam.fx * p.x + cam.cx, cam.fy * p.y + cam.cy};
+  } else {
+    return fisheye_mean2d(p, cam, J.f);
+  }
+}
+
+// J Σc Jᵀ for lens_jacobian<Model>'s J.
+template <int Model, typename T, typename Jacobian>
+GSR_HOST_DEVICE Sym2<T> lens_cov(const Jacobian& J, const Mat3<T>& cov_c) {
+  if constexpr (Model == kFisheye) {
+    return project_cov(J.J, cov_c);
+  } else {
+    return project_cov(J, cov_c);
+  }
+}
+
+// The whole projection rule for one Gaussian × one camera with the lens Model (a CameraModel).
+// Culled → radii 0, everything else 0.
+template <int Model, typename T>
 GSR_HOST_DEVICE Projected<T> project_gaussian(const Vec3<T>& mean, const Vec4<T>& quat,
                                               const Vec3<T>& scale, T opacity,
                                               const Camera<T>& cam, T eps2d, T near_plane,
@@ -167,8 +196,8 @@ GSR_HOST_DEVICE Projected<T> project_gaussian(const Vec3<T>& mean, const Vec4<T>
 
   const Mat3<T> M = scale_columns(quat_to_rotmat(normalize_quat(quat)), scale);
   const Mat3<T> cov_c = cam.R * (M * transpose(M)) * transpose(cam.R);  // [3,3] camera space
-  const EwaJacobian<T> J = ewa_jacobian(p, cam);
-  Sym2<T> cov = project_cov(J, cov_c);
+  const auto J = lens_jacobian<Model>(p, cam);
+  Sym2<T> cov = lens_cov<Model>(J, cov_c);
 
   const T det_orig = cov.a * cov.c - cov.b * cov.b;
   cov.a += eps2d;
@@ -186,8 +215,7 @@ GSR_HOST_DEVICE Projected<T> project_gaussian(const Vec3<T>& mean, const Vec4<T>
   const T ry = gsr_ceil(k * gsr_sqrt(cov.c));
   if (rx <= radius_clip && ry <= radius_clip) return projected_culled<T>();
 
-  const T rz = T(1) / p.z;
-  const Vec2<T> mean2d = {cam.fx * p.x * rz + cam.cx, cam.fy * p.y * rz + cam.cy};
+  const Vec2<T> mean2d = lens_mean2d<Model>(p, cam, J);
   if (mean2d.x + rx <= T(0) || mean2d.x - rx >= cam.width || mean2d.y + ry <= T(0) ||
       mean2d.y - ry >= cam.height)
     return projected_culled<T>();
@@ -203,6 +231,22 @@ GSR_HOST_DEVICE Projected<T> project_gaussian(const Vec3<T>& mean, const Vec4<T>
   r.conic = {cov.c * inv_det, -cov.b * inv_det, cov.a * inv_det};
   r.opacity2d = opacity2d;
   return r;
+}
+
+// Writes r as entry idx of project_fwd's outputs: radii [.., 2], means2d [.., 2], depths,
+// conics [.., 3], opacities2d.
+template <typename T>
+GSR_HOST_DEVICE void store_projected(const Projected<T>& r, int64_t idx, int32_t* radii,
+                                     T* means2d, T* depths, T* conics, T* opacities2d) {
+  radii[2 * idx] = r.radius_x;
+  radii[2 * idx + 1] = r.radius_y;
+  means2d[2 * idx] = r.mean2d.x;
+  means2d[2 * idx + 1] = r.mean2d.y;
+  depths[idx] = r.depth;
+  conics[3 * idx] = r.conic.a;
+  conics[3 * idx + 1] = r.conic.b;
+  conics[3 * idx + 2] = r.conic.c;
+  opacities2d[idx] = r.opacity2d;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,6 +288,21 @@ GSR_HOST_DEVICE void project_cov_vjp(const EwaJacobian<T>& J, const Mat3<T>& S, 
   v_J.j02 = T(2) * q0.z;
   v_J.j11 = T(2) * q1.y;
   v_J.j12 = T(2) * q1.z;
+}
+
+// The dense J's: with G = [[g.a, g.b/2], [g.b/2, g.c]], v_S = Jᵀ G J and
+// v_J = 2 G J S (S symmetric).
+template <typename T>
+GSR_HOST_DEVICE void project_cov_vjp(const Jac23<T>& J, const Mat3<T>& S, const Sym2<T>& g,
+                                     Mat3<T>& v_S, Jac23<T>& v_J) {
+  const Vec3<T> r0 = {J.m[0][0], J.m[0][1], J.m[0][2]};
+  const Vec3<T> r1 = {J.m[1][0], J.m[1][1], J.m[1][2]};
+  const T h = T(0.5) * g.b;
+  v_S = g.a * outer(r0, r0) + h * (outer(r0, r1) + outer(r1, r0)) + g.c * outer(r1, r1);
+  const Vec3<T> q0 = S * (g.a * r0 + h * r1);
+  const Vec3<T> q1 = S * (h * r0 + g.c * r1);
+  v_J.m[0][0] = T(2) * q0.x, v_J.m[0][1] = T(2) * q0.y, v_J.m[0][2] = T(2) * q0.z;
+  v_J.m[1][0] = T(2) * q1.x, v_J.m[1][1] = T(2) * q1.y, v_J.m[1][2] = T(2) * q1.z;
 }
 
 // Gradient of the EWA Jacobian entries w.r.t. the camera-space mean. A clamped tx = z·lim makes
@@ -302,9 +361,40 @@ struct ProjectGrads {
   Vec3<T> v_t;  // w.r.t. viewmat[:3,3]
 };
 
-// Backward of project_gaussian for a Gaussian that was visible (the caller skips culled ones:
-// they have zero gradient). v_conic uses the same (a, b, c) layout as the forward output.
-template <typename T>
+// The lens step's backward: given v_cov (of J Σc Jᵀ), v_mean2d and v_depth, sets v_cov_c and
+// returns the gradient of the camera-space mean p (through mean2d, depth and J's dependence on p).
+template <int Model, typename T, typename Jacobian>
+GSR_HOST_DEVICE Vec3<T> lens_vjp(const Vec3<T>& p, const Camera<T>& cam, const Jacobian& J,
+                                 const Mat3<T>& cov_c, const Sym2<T>& v_cov,
+                                 const Vec2<T>& v_mean2d, T v_depth, Mat3<T>& v_cov_c) {
+  if constexpr (Model == kPinhole) {
+    JacobianGrad<T> v_J;
+    project_cov_vjp(J, cov_c, v_cov, v_cov_c, v_J);
+    const T rz = T(1) / p.z;
+    Vec3<T> v_p = ewa_jacobian_vjp(p, cam, J, v_J);
+    v_p.x += cam.fx * rz * v_mean2d.x;
+    v_p.y += cam.fy * rz * v_mean2d.y;
+    v_p.z += v_depth - (cam.fx * p.x * v_mean2d.x + cam.fy * p.y * v_mean2d.y) * rz * rz;
+    return v_p;
+  } else if constexpr (Model == kOrtho) {
+    JacobianGrad<T> v_J;  // J is constant: no gradient to p
+    project_cov_vjp(J, cov_c, v_cov, v_cov_c, v_J);
+    return {cam.fx * v_mean2d.x, cam.fy * v_mean2d.y, v_depth};
+  } else {
+    Jac23<T> v_J;
+    project_cov_vjp(J.J, cov_c, v_cov, v_cov_c, v_J);
+    Vec3<T> v_p = fisheye_jacobian_vjp(p, cam, J.f, v_J);
+    // mean2d's own Jacobian is J (fisheye does not clamp)
+    v_p.x += J.J.m[0][0] * v_mean2d.x + J.J.m[1][0] * v_mean2d.y;
+    v_p.y += J.J.m[0][1] * v_mean2d.x + J.J.m[1][1] * v_mean2d.y;
+    v_p.z += J.J.m[0][2] * v_mean2d.x + J.J.m[1][2] * v_mean2d.y + v_depth;
+    return v_p;
+  }
+}
+
+// Backward of project_gaussian<Model> for a Gaussian that was visible (the caller skips culled
+// ones: they have zero gradient). v_conic uses the same (a, b, c) layout as the forward output.
+template <int Model, typename T>
 GSR_HOST_DEVICE ProjectGrads<T> project_gaussian_bwd(const Vec3<T>& mean, const Vec4<T>& quat,
                                                      const Vec3<T>& scale, T opacity,
                                                      const Camera<T>& cam, T eps2d,
@@ -318,8 +408,8 @@ GSR_HOST_DEVICE ProjectGrads<T> project_gaussian_bwd(const Vec3<T>& mean, const 
   const Mat3<T> M = scale_columns(rq, scale);
   const Mat3<T> sigma = M * transpose(M);
   const Mat3<T> cov_c = cam.R * sigma * transpose(cam.R);
-  const EwaJacobian<T> J = ewa_jacobian(p, cam);
-  const Sym2<T> cov0 = project_cov(J, cov_c);  // without eps2d
+  const auto J = lens_jacobian<Model>(p, cam);
+  const Sym2<T> cov0 = lens_cov<Model>(J, cov_c);  // without eps2d
   const Sym2<T> cov = {cov0.a + eps2d, cov0.b, cov0.c + eps2d};
   const T det_orig = cov0.a * cov0.c - cov0.b * cov0.b;
   const T det = cov.a * cov.c - cov.b * cov.b;
@@ -347,17 +437,9 @@ GSR_HOST_DEVICE ProjectGrads<T> project_gaussian_bwd(const Vec3<T>& mean, const 
     g.v_opacity = v_opacity2d;
   }
 
-  // cov = J Σc Jᵀ
+  // cov = J Σc Jᵀ; the camera-space mean from means2d, depth and J
   Mat3<T> v_cov_c;
-  JacobianGrad<T> v_J;
-  project_cov_vjp(J, cov_c, v_cov, v_cov_c, v_J);
-
-  // Camera-space mean: from means2d, depth and J.
-  const T rz = T(1) / p.z;
-  Vec3<T> v_p = ewa_jacobian_vjp(p, cam, J, v_J);
-  v_p.x += cam.fx * rz * v_mean2d.x;
-  v_p.y += cam.fy * rz * v_mean2d.y;
-  v_p.z += v_depth - (cam.fx * p.x * v_mean2d.x + cam.fy * p.y * v_mean2d.y) * rz * rz;
+  const Vec3<T> v_p = lens_vjp<Model>(p, cam, J, cov_c, v_cov, v_mean2d, v_depth, v_cov_c);
 
   // Σc = R Σ Rᵀ (both symmetric): v_Σ = Rᵀ v_Σc R, v_R = 2 v_Σc R Σ.
   const Mat3<T> v_sigma = transpose(cam.R) * v_cov_c * cam.R;

@@ -23,6 +23,7 @@ struct ProjectFwdArgs {
   T* depths;        // [C, N] out
   T* conics;        // [C, N, 3] out
   T* opacities2d;   // [C, N] out
+  int camera_model = 0;  // CameraModel (gsrender/camera.h)
 };
 
 template <typename T>
@@ -45,6 +46,7 @@ struct ProjectBwdArgs {
   T* v_scales;             // [N, 3] out
   T* v_opacities;          // [N] out
   T* v_viewmats;           // [C, 4, 4] out: rows 0..2 written, row 3 zeroed by the caller
+  int camera_model = 0;    // CameraModel (gsrender/camera.h)
 };
 
 // Scratch: the per-block v_viewmats shares of the deterministic reduction.
