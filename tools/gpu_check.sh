@@ -56,8 +56,9 @@ if [ $driver_rc -eq 0 ] && [ -f "$CASES/.complete" ]; then
                   rasterize_bwd_small_weighted_D4_bf16 rasterize_bwd_small_sorted_D3_det \
                   rasterize_fwd_small_weighted_D16_f32 bin_tiles_small_t16_sorted \
                   project_bwd_small weight_stats_small_K4 contributors_small_list \
-                  rasterize_fwd_crowd_sorted_D64_f16 rasterize_bwd_crowd_weighted_D13_bf16 \
-                  rasterize_bwd_crowd_sorted_D1_det bin_tiles_large_t8_sorted_exact; do
+                  rasterize_fwd_large_sorted_D3_f16 rasterize_fwd_deep_sorted_D512_f16 \
+                  rasterize_bwd_crowd_sorted_D13_bf16 rasterize_bwd_crowd_sorted_D1_det \
+                  bin_tiles_large_t8_unsorted_exact; do
         timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 3 \
           build/kernel_driver/kernel_driver "$CASES" "$OUT/sanitizer_results" --only "$only" \
           >"$OUT/sanitizer_${tool}_${only}.log" 2>&1
