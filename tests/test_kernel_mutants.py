@@ -7,6 +7,7 @@ The mutation run itself is tools/kernel_mutants.py (docs/cuda.md, "Mutation scor
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _load():
     spec = importlib.util.spec_from_file_location("kernel_mutants", ROOT / "tools/kernel_mutants.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # (dataclasses look their module up)
     spec.loader.exec_module(mod)
     return mod
 

@@ -4,9 +4,10 @@
 Each mutant is a one-line fault in a copy of the kernel sources (never the working tree): the
 copy is rebuilt with the SIMT runtime (tools/kernel_driver/build.sh --simt; ccache keeps the
 unchanged translation units cheap), the mutant's cases run through the driver and the checker
-(python -m gsrender.testing.check), and a synchronisation fault also runs under the race check
-(build.sh --simt --racecheck). A mutant is killed when a case fails, the driver reports an error
-(an aborted launch, a deadlock) or the race check reports a hazard; it survives otherwise.
+(python -m gsrender.testing.check), a synchronisation fault also runs under the race check
+(build.sh --simt --racecheck) and a memory fault under AddressSanitizer + UBSan (--asan). A
+mutant is killed when a case fails, the driver reports an error (an aborted launch, a deadlock)
+or a sanitizer reports; it survives otherwise.
 
 Usage: python tools/kernel_mutants.py [--cases build/kernel_cases] [--only NAME] [--list]
 Exit code 0 when every mutant run was killed (and the unmutated sources pass), 1 otherwise.
@@ -35,6 +36,7 @@ class Mutant:
     after: str
     only: tuple[str, ...]  # the cases it runs: names containing any of these
     race: bool = False  # a synchronisation fault: also run the race check
+    asan: bool = False  # a memory fault: also run the ASan + UBSan build
 
 
 MMA_FWD = "csrc/cuda/kernels/rasterize_mma_fwd.cu"
@@ -127,6 +129,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("scalar_no_syncthreads_after_staging", "csrc/cuda/kernels/raster_common.cuh",
            "  __syncthreads();\n  return min(nthreads, run.end - b0);",
            "  return min(nthreads, run.end - b0);", RACE_SCALAR, race=True),
+    Mutant("scalar_staging_reads_past_list_end", "csrc/cuda/kernels/raster_common.cuh",
+           "if (i < run.end) stage_gaussian(s, threadIdx.x, p, p.flatten_ids[i]);",
+           "if (i <= run.end) stage_gaussian(s, threadIdx.x, p, p.flatten_ids[i]);",
+           RACE_SCALAR, asan=True),
     Mutant("scalar_bwd_no_syncthreads_before_staging", "csrc/cuda/kernels/rasterize_bwd.cu",
            "__syncthreads();  // the previous batch is fully read", "// (no barrier)",
            RACE_SCALAR, race=True),
@@ -152,9 +158,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("sh_bwd_first_camera_only", "csrc/cuda/kernels/sh.cu",
            "for (int64_t c = 0; c < C; ++c) {\n    const int64_t idx = c * N + n;",
            "for (int64_t c = 0; c < 1; ++c) {\n    const int64_t idx = c * N + n;", ("sh_bwd_",)),
-    Mutant("contributors_padding_pixel_read", "csrc/cuda/kernels/contributors.cu",
-           "if (x < 0 || y < 0 || x >= a.width || y >= a.height)",
-           "if (x < 0 || y < 0 || x > a.width || y >= a.height)", ("contributors_",)),
+    Mutant("contributors_pixel_x_from_y", "csrc/cuda/kernels/contributors.cu",
+           "const int x = pix ? pix[2 * i] : static_cast<int>(q % a.width);",
+           "const int x = pix ? pix[2 * i + 1] : static_cast<int>(q % a.width);",
+           ("contributors_",)),
 )
 
 
@@ -184,9 +191,10 @@ class Bench:
         if "CXX" not in self.env and Path("/usr/lib/ccache/g++").exists():
             self.env["CXX"] = "/usr/lib/ccache/g++"
 
-    def build(self, race: bool) -> Path:
-        out = self.work / ("race" if race else "plain")
-        flag = ["--racecheck"] if race else []
+    def build(self, kind: str) -> Path:
+        """kind: plain, race or asan (build.sh --simt [--racecheck | --asan])."""
+        out = self.work / kind
+        flag = {"plain": [], "race": ["--racecheck"], "asan": ["--asan"]}[kind]
         rc, log = run(["bash", str(self.src / "tools/kernel_driver/build.sh"), "--simt", *flag,
                        str(out)], env=self.env, cwd=self.src)
         if rc != 0:
@@ -199,9 +207,11 @@ class Bench:
         shutil.rmtree(out, ignore_errors=True)
         errors = []
         for sub in only:
-            rc, log = run([str(driver), str(self.cases), str(out), "--only", sub])
+            rc, log = run([str(driver), str(self.cases), str(out), "--only", sub],
+                          env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
             if rc != 0:
-                bad = [ln for ln in log.splitlines() if "error" in ln or "racecheck" in ln]
+                bad = [ln for ln in log.splitlines()
+                       if "error" in ln.lower() or "racecheck" in ln or "runtime error" in ln]
                 errors.append((bad or [f"driver exit {rc}"])[0][:400])
         if errors:
             return False, errors[0]
@@ -233,7 +243,8 @@ def main(argv=None) -> int:
     chosen = [m for m in MUTANTS if re.search(args.only, m.name)]
     if args.list:
         for m in chosen:
-            print(f"{m.name:45s} {m.path}{'  (+ race check)' if m.race else ''}")
+            extra = "  (+ race check)" if m.race else "  (+ ASan)" if m.asan else ""
+            print(f"{m.name:45s} {m.path}{extra}")
         return 0
     for m in MUTANTS:  # a stale list fails before any build
         apply((ROOT / m.path).read_text(), m)
@@ -245,27 +256,26 @@ def main(argv=None) -> int:
     t0 = time.time()
     # the unmutated sources must pass every subset the mutants use (else a kill means nothing)
     bench.mutate(None)
-    plain, race = bench.build(False), bench.build(True)
-    subsets = sorted({s for m in chosen for s in m.only})
-    ok, why = bench.run_cases(plain, tuple(subsets), "base")
-    race_subsets = tuple(sorted({s for m in chosen if m.race for s in m.only}))
-    ok_r, why_r = bench.run_cases(race, race_subsets, "base_race") if race_subsets else (True, "")
-    if not (ok and ok_r):
-        print(f"kernel_mutants: the unmutated kernels fail: {why or why_r}", file=sys.stderr)
-        return 1
-    print(f"baseline: unmutated sources pass ({time.time() - t0:.0f} s)", flush=True)
+    kinds = ["plain"] + [k for k in ("race", "asan") if any(getattr(m, k) for m in chosen)]
+    for kind in kinds:
+        subsets = tuple(sorted({s for m in chosen if kind == "plain" or getattr(m, kind)
+                                for s in m.only}))
+        ok, why = bench.run_cases(bench.build(kind), subsets, f"base_{kind}")
+        if not ok:
+            print(f"kernel_mutants: the unmutated kernels fail ({kind} build): {why}",
+                  file=sys.stderr)
+            return 1
+    print(f"baseline: the unmutated sources pass ({', '.join(kinds)}; "
+          f"{time.time() - t0:.0f} s)", flush=True)
     survivors = []
     for m in chosen:
         t1 = time.time()
         bench.mutate(m)
         killed_by = []
-        ok, why = bench.run_cases(bench.build(False), m.only, "mutant")
-        if not ok:
-            killed_by.append(f"cases: {why}")
-        if m.race:
-            ok, why = bench.run_cases(bench.build(True), m.only, "mutant_race")
+        for kind in ["plain"] + [k for k in ("race", "asan") if getattr(m, k)]:
+            ok, why = bench.run_cases(bench.build(kind), m.only, f"mutant_{kind}")
             if not ok:
-                killed_by.append(f"race build: {why}")
+                killed_by.append(f"{kind} build: {why}")
         verdict = "KILLED  " if killed_by else "SURVIVED"
         if not killed_by:
             survivors.append(m.name)

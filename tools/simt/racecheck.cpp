@@ -35,6 +35,7 @@ constexpr int kReaders = 4;  // enough to hold a witness of every unordered patt
 struct Cell {
   uintptr_t addr;
   uint32_t gen;  // the block it belongs to (older: empty)
+  bool suspect;  // a write / write pair waits for its verdict (Suspect)
   Access write;
   Access reads[kReaders];
 };
@@ -46,7 +47,7 @@ struct State {
   std::vector<std::array<uint32_t, 32>> seen;  // [thread][lane]: the lane's sync count it is ordered after
   int cur = -1;
   uintptr_t stack_lo = 0, stack_hi = 0;
-  std::vector<Cell> cells = std::vector<Cell>(size_t(1) << 16, Cell{0, 0, {}, {}});
+  std::vector<Cell> cells = std::vector<Cell>(size_t(1) << 16, Cell{0, 0, false, {}, {}});
   size_t used = 0;
   std::map<uintptr_t, size_t> allocs;  // cudaMalloc'd ranges: global memory
 };
@@ -55,7 +56,7 @@ State s;
 size_t slot_of(uintptr_t a, size_t mask) { return (a * 0x9E3779B97F4A7C15ull >> 20) & mask; }
 
 void grow() {
-  std::vector<Cell> old(s.cells.size() * 2, Cell{0, 0, {}, {}});
+  std::vector<Cell> old(s.cells.size() * 2, Cell{0, 0, false, {}, {}});
   old.swap(s.cells);
   const size_t mask = s.cells.size() - 1;
   for (const Cell& c : old) {
@@ -73,7 +74,7 @@ Cell& cell(uintptr_t a) {
     Cell& c = s.cells[i];
     if (c.gen == s.gen && c.addr == a) return c;
     if (c.gen != s.gen) {
-      c = Cell{a, s.gen, {}, {}};
+      c = Cell{a, s.gen, false, {}, {}};
       ++s.used;
       return c;
     }
@@ -98,11 +99,13 @@ std::string where(const void* pc) {
     int n = 0;
     while (std::fgets(line, sizeof line, f)) {
       std::string l(line);
+      l = l.substr(0, l.find(" (discriminator"));
       while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
       const size_t cut = l.rfind("/csrc/") != std::string::npos ? l.rfind("/csrc/") + 1
                          : l.rfind("/tools/") != std::string::npos ? l.rfind("/tools/") + 1
                                                                    : 0;
-      if (n++ < 4) out += (out.empty() ? "" : " <- ") + l.substr(cut);
+      if (l.compare(cut, 11, "tools/simt/") == 0) continue;  // the emulation's own frames
+      if (n++ < 3) out += (out.empty() ? "" : " <- ") + l.substr(cut);
     }
     pclose(f);
   }
@@ -112,6 +115,12 @@ std::string where(const void* pc) {
     out = b;
   }
   return out;
+}
+
+std::string hex(uintptr_t a) {
+  char b[24];
+  std::snprintf(b, sizeof b, "%#" PRIxPTR, a);
+  return b;
 }
 
 std::string who(int tid) {
@@ -125,27 +134,52 @@ const char* space(uintptr_t a) {
   return "shared";
 }
 
-[[noreturn]] void report(uintptr_t a, const Access& prev, bool prev_write, bool write,
-                         const void* pc) {
-  const bool same_warp = prev.tid / 32 == s.cur / 32;
+[[noreturn]] void report(uintptr_t a, const Access& first, bool first_write,
+                         const Access& second, bool second_write) {
+  const bool same_warp = first.tid / 32 == second.tid / 32;
   const std::string msg =
-      std::string("racecheck: ") + (prev_write ? "write" : "read") + " / " +
-      (write ? "write" : "read") + " hazard on " + space(a) + " byte " +
-      std::to_string(static_cast<unsigned long long>(a)) + ": " +
-      (prev_write ? "write by " : "read by ") + who(prev.tid) + " at " + where(prev.pc) +
-      "; then " + (write ? "write by " : "read by ") + who(s.cur) + " at " + where(pc) +
+      std::string("racecheck: ") + (first_write ? "write" : "read") + " / " +
+      (second_write ? "write" : "read") + " hazard on " + space(a) + " memory " + hex(a) + ": " +
+      (first_write ? "write by " : "read by ") + who(first.tid) + " at " + where(first.pc) +
+      "; then " + (second_write ? "write by " : "read by ") + who(second.tid) + " at " +
+      where(second.pc) +
       (same_warp ? "; no __syncwarp between them" : "; no __syncthreads between them");
   fail("%s", msg.c_str());
 }
 
+// An unordered write after a write is a hazard only if it changed the byte (a flag every writer
+// sets to 1 is a benign race): the second
+// write's value is known once it has happened, so the pair waits here until the byte's next
+// access or the block's end.
+struct Suspect {
+  uintptr_t a;
+  uint8_t before;  // the byte before the second write (the first write's value)
+  Access first, second;
+};
+std::vector<Suspect> suspects;
+
+void settle(uintptr_t a) {
+  for (size_t i = 0; i < suspects.size(); ++i) {
+    const Suspect q = suspects[i];
+    if (q.a != a) continue;
+    suspects.erase(suspects.begin() + static_cast<std::ptrdiff_t>(i));
+    if (*reinterpret_cast<const uint8_t*>(a) != q.before) report(a, q.first, true, q.second, true);
+    return;
+  }
+}
+
 void touch(uintptr_t a, bool write, bool atomic, const void* pc) {
   Cell& c = cell(a);
-  if (c.write.tid >= 0 && !(atomic && c.write.atomic) && !ordered(c.write))
-    report(a, c.write, true, write, pc);
+  if (c.suspect) settle(a), c.suspect = false;
   const Access me{static_cast<int16_t>(s.cur), atomic, s.epoch, s.sync[s.cur], pc};
+  if (c.write.tid >= 0 && !(atomic && c.write.atomic) && !ordered(c.write)) {
+    if (!write || atomic || c.write.atomic) report(a, c.write, true, me, write);
+    suspects.push_back({a, *reinterpret_cast<const uint8_t*>(a), c.write, me});
+    c.suspect = true;
+  }
   if (write) {
     for (const Access& r : c.reads)
-      if (r.tid >= 0 && !(atomic && r.atomic) && !ordered(r)) report(a, r, false, write, pc);
+      if (r.tid >= 0 && !(atomic && r.atomic) && !ordered(r)) report(a, r, false, me, write);
     c.write = me;
     for (Access& r : c.reads) r = Access{};
     return;
@@ -165,6 +199,9 @@ void touch(uintptr_t a, bool write, bool atomic, const void* pc) {
 
 }  // namespace
 
+void end_block() {
+  while (!suspects.empty()) settle(suspects.front().a);
+}
 void begin_block(int threads) {
   ++s.gen, s.used = 0, s.epoch = 0, s.threads = threads;
   s.sync.assign(threads, 1);

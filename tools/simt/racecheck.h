@@ -11,8 +11,10 @@
 // count. Two accesses of different threads, at least one a write and not both atomic, conflict
 // unless a block barrier (__syncthreads*) completed between them, or, for lanes of one warp, a
 // __syncwarp whose mask held both. Shuffles, votes, mma and ldmatrix are not memory barriers
-// (CUDA documents none for them), so they do not order accesses. A conflict aborts the launch
-// with both accesses' source lines (file:line and the inline chain, by addr2line).
+// (CUDA documents none for them), so they do not order accesses. An unordered write / write pair
+// that leaves the byte as the first write left it (every writer stores the same value, a benign
+// race) is not reported. A conflict aborts the launch with both accesses' source lines (file:line
+// and the inline chain, by addr2line).
 #pragma once
 #include <cstddef>
 
@@ -21,6 +23,7 @@ namespace race {
 
 // Scheduler events (simt.cpp).
 void begin_block(int threads);
+void end_block();  // from the scheduler: settles what waits for the block's end (may throw)
 void enter_thread(int tid, const void* stack_lo, const void* stack_hi);
 void leave_thread();
 void block_barrier();

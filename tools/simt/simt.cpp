@@ -482,6 +482,9 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void*), void* ctx
           race::begin_block(g.n);
 #endif
           run_block();
+#if GSR_SIMT_RACECHECK
+          race::end_block();
+#endif
         }
   } catch (const Abort& e) {
     g_last_error = cudaErrorLaunchFailure;
