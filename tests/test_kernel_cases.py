@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from gsrender.testing import check, echo, make_cases
+from gsrender.testing import check, echo, make_cases, tile_lists
 from gsrender.testing.case import Case, list_cases, read_case, write_case
 
 
@@ -101,6 +101,44 @@ def test_grad_rule_needs_direction_and_norm():
     assert not check.compare_array("g", z + np.float32(1e-3), z, rule).ok
 
 
+def test_grad_rule_sees_a_channel_and_a_group_of_gaussians():
+    rng = np.random.default_rng(2)
+    e = rng.standard_normal((1, 40, 130)).astype(np.float32)
+    e[0, 30:] *= np.float32(1e-3)  # Gaussians deep in their lists: tiny gradients
+    part = {"cos": 0.999, "norm": 1e-2}
+    rule = {"kind": "grad", "cos": 0.99, "norm": 3e-2, "channels": part, "groups": part}
+    groups = np.full(40, 1, dtype=np.int8)
+    groups[30:], groups[38:] = 2, 0  # later chunks; two unlisted Gaussians (no gradient)
+    e[0, 38:] = 0.0
+    assert check.compare_array("v", e.copy(), e, rule, groups).ok
+    lost_channels = e.copy()
+    lost_channels[..., 128:] = 0.0  # a dropped channel batch: the whole array barely moves
+    assert check.compare_array("v", lost_channels, e, {"kind": "grad", "cos": 0.99,
+                                                        "norm": 3e-2}).ok
+    v = check.compare_array("v", lost_channels, e, rule, groups)
+    assert not v.ok and "v[..., 128]" in v.detail
+    lost_later = e.copy()
+    lost_later[0, 30:] = 0.0  # the Gaussians past the first chunk get nothing
+    v = check.compare_array("v", lost_later, e, rule, groups)
+    assert not v.ok and "later-chunk" in v.detail
+    stray = e.copy()
+    stray[0, 39, 0] = np.float32(1e-6)  # a Gaussian in no list must get exactly 0
+    v = check.compare_array("v", stray, e, rule, groups)
+    assert not v.ok and "unlisted" in v.detail
+
+
+def test_tile_lists_and_groups():
+    offsets = np.array([[[0, 300], [300, 900]]], dtype=np.int32)  # lists of 300, 0, 600, 100
+    ids = np.concatenate([np.arange(300), np.arange(600) % 7, np.full(100, 9)]).astype(np.int32)
+    stats = tile_lists.list_stats(offsets, ids.size)
+    assert (stats.longest, stats.multi_chunk, stats.tiles, stats.chunks()) == (600, 2, 4, 3)
+    g = tile_lists.gaussian_groups(offsets, ids, 300)
+    assert g[5] == tile_lists.BOTH  # in the first list's first chunk and the third's later ones
+    assert g[299] == tile_lists.LATER_CHUNKS  # position 299 of the first list
+    assert g[9] == g[200] == tile_lists.FIRST_CHUNK
+    assert tile_lists.gaussian_groups(offsets, ids, 302)[301] == tile_lists.UNLISTED
+
+
 def test_exact_rule_counts_mismatches():
     e = np.arange(1000, dtype=np.int32)
     o = e.copy()
@@ -133,7 +171,7 @@ def test_standard_set_covers_the_kernels(standard):
     assert combos >= {(p, m) for p in ("f32", "f16", "bf16", "tf32", "f64") for m in (0, 1)}
     for prec in ("f32", "f16", "bf16", "tf32"):
         D = {int(c.name.split("_D")[1].split("_")[0]) for c in fwd if c.precision == prec}
-        assert D == {3, 4, 16, 40, 64, 130, 512}, prec
+        assert D == {1, 3, 4, 13, 16, 40, 64, 130, 512}, prec
     bwd = by_kernel["rasterize_bwd"]
     assert {c.precision for c in bwd} == {"f32", "f16", "bf16"}
     # each case names the kernel the CUDA launch plan runs for it (tools/kernel_driver runs it)
@@ -143,6 +181,14 @@ def test_standard_set_covers_the_kernels(standard):
         ("f32", "scalar"), ("f64", "scalar"), ("f16", "mma_f16"), ("bf16", "mma_bf16"),
         ("tf32", "mma_tf32")}
     assert {c.params["mode"] for c in bwd} == {0, 1}
+    bwd_D = {prec: {int(c.name.split("_D")[1].split("_")[0]) for c in bwd if c.precision == prec}
+             for prec in ("f32", "f16", "bf16")}
+    assert all(D >= {1, 13, 64} for D in bwd_D.values()) and 512 in bwd_D["f32"] & bwd_D["bf16"]
+    # real scale: lists past the second chunk, a 256² render of 20k+ Gaussians
+    assert check.longest_list(standard)[0] > 2 * tile_lists.CHUNK
+    assert any(c.params["width"] == c.params["height"] == 256 and
+               read_case(standard / c.name, ("inputs",), {"means2d"}).arrays["inputs"][
+                   "means2d"].shape[1] >= 20000 for c in fwd)
     # the Tensor Core bars are the operand precision's; fp32 stays tight
     rules = {c.precision: c.compare["render"]["tol"] for c in fwd}
     assert rules["f32"] <= 1e-5 < rules["tf32"] <= rules["f16"] < rules["bf16"]
@@ -171,7 +217,9 @@ def test_checker_reports_driver_status_and_missing_results(standard, tmp_path, c
                     meta={"status": "skipped: needs sm_80"}), tmp_path / name)
     assert check.main([str(tmp_path), "--expected", str(standard), "--quiet"]) == 1  # the rest
     out = capsys.readouterr().out
-    assert "no result" in out and "1 skipped" in out.splitlines()[-1]
+    assert "no result" in out and "a skip fails without --allow-skip" in out
+    assert check.main([str(tmp_path), "--allow-skip"]) == 0
+    assert "1 skipped" in capsys.readouterr().out.splitlines()[-1]
     write_case(Case(name, "x", "f32", {}, {}, meta={"status": "error: illegal address"}),
                tmp_path / name)
     assert check.main([str(tmp_path)]) == 1

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for a bare GPU machine with torch preinstalled (no internet), in two phases:
 #  1. kernels first, no torch build (target: under 3 minutes): build tools/kernel_driver with
-#     nvcc, run every case of the standard set through the torch-free launch layer, check the
-#     outputs against the CPU backend's (gsrender.testing.check), and run a subset under
+#     nvcc, run every case of the standard set (the real-scale ones included: tile lists of
+#     several chunks) through the torch-free launch layer, check the outputs against the CPU
+#     backend's (gsrender.testing.check: a skipped case fails), and run a subset under
 #     compute-sanitizer memcheck and racecheck. The cases come from $CASES (default
 #     build/kernel_cases: generate them beforehand with `python -m gsrender.testing.make_cases
 #     build/kernel_cases` and carry the folder); without them a CPU-only extension build makes
@@ -54,7 +55,9 @@ if [ $driver_rc -eq 0 ] && [ -f "$CASES/.complete" ]; then
                   rasterize_fwd_tiny_sorted_D130_bf16 rasterize_bwd_small_sorted_D16_f16 \
                   rasterize_bwd_small_weighted_D4_bf16 rasterize_bwd_small_sorted_D3_det \
                   rasterize_fwd_small_weighted_D16_f32 bin_tiles_small_t16_sorted \
-                  project_bwd_small weight_stats_small_K4 contributors_small_list; do
+                  project_bwd_small weight_stats_small_K4 contributors_small_list \
+                  rasterize_fwd_crowd_sorted_D64_f16 rasterize_bwd_crowd_weighted_D13_bf16 \
+                  rasterize_bwd_crowd_sorted_D1_det bin_tiles_large_t8_sorted_exact; do
         timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 3 \
           build/kernel_driver/kernel_driver "$CASES" "$OUT/sanitizer_results" --only "$only" \
           >"$OUT/sanitizer_${tool}_${only}.log" 2>&1

@@ -81,9 +81,9 @@ def write_case(case: Case, folder) -> Path:
     return folder
 
 
-def read_case(folder, sections=SECTIONS) -> Case:
-    """Reads a case folder; arrays of the given sections are loaded (memory-mapped files are not
-    used, so the folder may be deleted afterwards)."""
+def read_case(folder, sections=SECTIONS, names=None) -> Case:
+    """Reads a case folder; arrays of the given sections are loaded (only those in `names` when
+    given; memory-mapped files are not used, so the folder may be deleted afterwards)."""
     folder = Path(folder)
     path = folder / "case.json"
     try:
@@ -97,6 +97,8 @@ def read_case(folder, sections=SECTIONS) -> Case:
                 meta=header.get("meta", {}))
     for section in sections:
         for name, e in header.get(section, {}).items():
+            if names is not None and name not in names:
+                continue
             if e["dtype"] not in DTYPES:
                 raise ValueError(f"{path}: {section}/{name} has unknown dtype {e['dtype']!r}")
             shape = tuple(int(s) for s in e["shape"])

@@ -27,12 +27,17 @@ from pathlib import Path
 import numpy as np
 
 from gsrender.testing.case import list_cases, read_case
+from gsrender.testing.tile_lists import (CHUNK, GROUP_NAMES, MIN_CHUNKS, UNLISTED,
+                                         gaussian_groups, list_stats)
+
+LIST_INPUTS = ("means2d", "tile_offsets", "flatten_ids")
 
 
 @dataclass
 class Verdict:
     ok: bool
     detail: str  # the worst metric, e.g. "render err 3.1e-04 <= 3e-03"
+    cos: float = 1.0  # a gradient rule's cosine (picks the worst of several)
 
 
 def _norm_err(out: np.ndarray, exp: np.ndarray, per_channel: bool) -> np.ndarray:
@@ -46,7 +51,29 @@ def _norm_err(out: np.ndarray, exp: np.ndarray, per_channel: bool) -> np.ndarray
     return diff / scale
 
 
-def compare_array(name: str, out: np.ndarray, exp: np.ndarray, rule: dict) -> Verdict:
+def _grad_verdict(name: str, o: np.ndarray, e: np.ndarray, cos_min: float,
+                  norm_tol: float) -> Verdict:
+    """cosine(o, e) ≥ cos_min and | ‖o‖ / ‖e‖ − 1 | ≤ norm_tol; an all-zero expectation needs an
+    all-zero output (≤ 1e-12)."""
+    ne, no = float(np.linalg.norm(e)), float(np.linalg.norm(o))
+    if ne == 0.0:
+        worst = float(np.abs(o).max()) if o.size else 0.0
+        return Verdict(worst <= 1e-12, f"{name} expected 0, max |out| {worst:.1e}")
+    cos = float(np.dot(o.ravel(), e.ravel()) / (ne * no)) if no > 0 else 0.0
+    ratio = no / ne - 1.0
+    ok = cos >= cos_min and abs(ratio) <= norm_tol
+    return Verdict(ok, f"{name} cos {cos:.6f} (>= {cos_min}), norm {ratio:+.1e}", cos)
+
+
+def _worst(verdicts) -> Verdict:
+    """The first failing verdict, else the one with the lowest cosine."""
+    verdicts = list(verdicts)
+    failed = [v for v in verdicts if not v.ok]
+    return failed[0] if failed else min(verdicts, key=lambda v: v.cos)
+
+
+def compare_array(name: str, out: np.ndarray, exp: np.ndarray, rule: dict,
+                  groups: np.ndarray | None = None) -> Verdict:
     if out.shape != exp.shape:
         return Verdict(False, f"{name} shape {list(out.shape)} != expected {list(exp.shape)}")
     if out.dtype != exp.dtype:
@@ -71,15 +98,36 @@ def compare_array(name: str, out: np.ndarray, exp: np.ndarray, rule: dict) -> Ve
                                f"max {rule['tol_max']:.0e})")
         return Verdict(worst <= tol, f"{name} err {worst:.1e} (tol {tol:.0e})")
     if kind == "grad":
-        ne, no = float(np.linalg.norm(e)), float(np.linalg.norm(o))
-        if ne == 0.0:
-            worst = float(np.abs(o).max()) if o.size else 0.0
-            return Verdict(worst <= 1e-12, f"{name} expected 0, max |out| {worst:.1e}")
-        cos = float(np.dot(o.ravel(), e.ravel()) / (ne * no)) if no > 0 else 0.0
-        ratio = no / ne - 1.0
-        ok = cos >= rule["cos"] and abs(ratio) <= rule["norm"]
-        return Verdict(ok, f"{name} cos {cos:.6f} (>= {rule['cos']}), norm {ratio:+.1e}")
+        verdicts = [_grad_verdict(name, o, e, rule["cos"], rule["norm"])]
+        if "channels" in rule:  # per channel (the last axis)
+            bars = rule["channels"]
+            verdicts.append(_worst(_grad_verdict(f"{name}[..., {d}]", o[..., d], e[..., d],
+                                                 bars["cos"], bars["norm"])
+                                   for d in range(e.shape[-1])))
+        if "groups" in rule and groups is not None:  # per group of Gaussians (rows)
+            bars = rule["groups"]
+            rows_o, rows_e = o.reshape(groups.size, -1), e.reshape(groups.size, -1)
+            verdicts += [_grad_verdict(f"{name}[{label}]", rows_o[groups == g],
+                                       rows_e[groups == g], bars["cos"], bars["norm"])
+                         for g, label in GROUP_NAMES.items() if np.any(groups == g)]
+            unlisted = rows_o[groups == UNLISTED]
+            worst = float(np.abs(unlisted).max()) if unlisted.size else 0.0
+            verdicts.append(Verdict(worst == 0.0, f"{name}[unlisted] max |out| {worst:.1e}"))
+        worst = _worst(verdicts[1:]) if len(verdicts) > 1 else verdicts[0]
+        if not verdicts[0].ok or worst is verdicts[0]:
+            return verdicts[0]
+        return Verdict(worst.ok, f"{verdicts[0].detail}; worst part {worst.detail}", worst.cos)
     raise ValueError(f"{name}: unknown rule kind {kind!r}")
+
+
+def _groups(src: Path) -> np.ndarray | None:
+    """The case's Gaussians grouped by list position (tile_lists.gaussian_groups), when its
+    inputs hold binning's arrays."""
+    lists = read_case(src, sections=("inputs",), names=LIST_INPUTS).arrays["inputs"]
+    if set(lists) != set(LIST_INPUTS):
+        return None
+    C, N = lists["means2d"].shape[:2]
+    return gaussian_groups(lists["tile_offsets"], lists["flatten_ids"], C * N)
 
 
 def check_case(result_dir: Path, expected_root: Path | None) -> tuple[str, str]:
@@ -93,6 +141,7 @@ def check_case(result_dir: Path, expected_root: Path | None) -> tuple[str, str]:
     src = expected_root / res.name if expected_root else Path(res.meta.get("source", ""))
     try:
         exp = read_case(src, sections=("expected",))
+        groups = _groups(src) if any("groups" in r for r in exp.compare.values()) else None
     except (FileNotFoundError, ValueError) as e:
         return "FAIL", f"expected case: {e}"
     if exp.kernel != res.kernel:
@@ -103,7 +152,7 @@ def check_case(result_dir: Path, expected_root: Path | None) -> tuple[str, str]:
             verdicts.append(Verdict(False, f"{name} missing"))
             continue
         verdicts.append(compare_array(name, res.arrays["outputs"][name],
-                                      exp.arrays["expected"][name], rule))
+                                      exp.arrays["expected"][name], rule, groups))
     for flag, value in res.meta.get("checks", {}).items():  # e.g. deterministic repeat
         verdicts.append(Verdict(bool(value), f"{flag} {value}"))
     if not verdicts:
@@ -113,12 +162,25 @@ def check_case(result_dir: Path, expected_root: Path | None) -> tuple[str, str]:
     return ("FAIL" if failed else "PASS"), "; ".join(v.detail for v in shown[:3])
 
 
+def longest_list(cases_dir: Path) -> tuple[int, str]:
+    """The longest tile list over the raster cases of a set (entries, case name)."""
+    best = (0, "")
+    for p in list_cases(cases_dir):
+        lists = read_case(p, sections=("inputs",), names=LIST_INPUTS).arrays["inputs"]
+        if "tile_offsets" in lists:
+            best = max(best, (list_stats(lists["tile_offsets"],
+                                         lists["flatten_ids"].size).longest, p.name))
+    return best
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gsrender.testing.check",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", help="folder of result cases")
-    ap.add_argument("--expected", default=None, help="folder of the input cases (default: each "
-                    "result's recorded source)")
+    ap.add_argument("--expected", default=None, help="folder of the input cases, a whole set "
+                    "(default: each result's recorded source)")
+    ap.add_argument("--allow-skip", action="store_true", help="a case the driver skipped "
+                    "(e.g. Tensor Core cases before sm_80) does not fail")
     ap.add_argument("--quiet", action="store_true", help="print failing cases and the summary")
     args = ap.parse_args(argv)
     results = list_cases(args.out_dir)
@@ -135,13 +197,21 @@ def main(argv=None) -> int:
             status, detail = check_case(r, expected_root)
         except (ValueError, KeyError, OSError) as e:
             status, detail = "FAIL", f"unreadable result: {e}"
+        if status == "SKIP" and not args.allow_skip:
+            status, detail = "FAIL", f"{detail} (a skip fails without --allow-skip)"
         counts[status] += 1
         if not args.quiet or status == "FAIL":
             print(f"{status} {r.name}: {detail}")
     total = sum(counts.values())
+    set_ok = True
+    if expected_root is not None:  # a whole set must reach past the kernels' second chunk
+        longest, where = longest_list(expected_root)
+        set_ok = longest > (MIN_CHUNKS - 1) * CHUNK
+        print(f"{'set' if set_ok else 'FAIL set'}: longest tile list {longest} entries "
+              f"({where or 'no raster case'}; needs > {(MIN_CHUNKS - 1) * CHUNK})")
     print(f"summary: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped "
           f"of {total}")
-    return 0 if counts["FAIL"] == 0 and total > 0 else 1
+    return 0 if counts["FAIL"] == 0 and total > 0 and set_ok else 1
 
 
 if __name__ == "__main__":

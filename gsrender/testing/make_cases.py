@@ -19,6 +19,7 @@ import argparse
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ import torch
 from gsrender import _C
 from gsrender.cameras import intrinsics
 from gsrender.testing.case import Case, write_case
+from gsrender.testing.tile_lists import chunk_reach, list_stats
 
 # Per-precision bars (gsrender.testing.check has the rule semantics). value: normalised max error
 # (|out − expected| / max |expected|, per channel for render); a few pixels may differ by up to
@@ -38,16 +40,50 @@ GRAD_COS = {"f64": 1.0 - 1e-12, "f32": 0.99999, "tf32": 0.999, "f16": 0.999, "bf
 GRAD_NORM = {"f64": 1e-10, "f32": 1e-4, "tf32": 1e-2, "f16": 1e-2, "bf16": 3e-2}
 OUTLIER_FRAC = 0.002  # at most 0.2% of the elements past `tol` ...
 OUTLIER_TOL = 3e-2  # ... and none past this (a flipped stop moves a pixel by ≤ T ≤ 1e-2)
+# Weighted mode has no stop, but a Gaussian's α may land on the other side of the 1/255 cut in
+# float32 and in the reference; such a pixel moves by about that Gaussian's share at α = 1/255.
+CUT_FLIP_TOL = 1e-3
+# Per channel and per group of Gaussians (by list position), the gradients' cosine and norm bars
+# (a lost channel batch or the Gaussians past the first chunk show there, not in a whole array)
+PART_COS = dict(GRAD_COS)
+PART_NORM = dict(GRAD_NORM)
 
 # rasterize's precision argument per case precision
 PRECISION_ARG = {"f16": "fp16", "f32": "fp32", "f64": "fp32", "bf16": "bf16", "tf32": "tf32"}
-CHANNELS = (3, 4, 16, 40, 64, 130, 512)  # RGB, RGB + depth, features
-WIDE_ON_SMALL = 16  # more channels than this run on the tiny scene only (keeps the set ~40 MB)
+CHANNELS = (3, 4, 16, 40, 130)  # RGB, RGB + depth, features (64, 512: real_scale_cases)
+WIDE_ON_SMALL = 16  # more channels than this run on the tiny scene only (keeps the set small)
 EPS2D, NEAR, FAR = 0.3, 0.01, 1e10
 WEIGHT_PARAMS = [0.3, 1.5, 0.05]  # weighted mode's sigma, beta, w_bg
-SCENES = {  # name: (width, height, cameras, Gaussians, seed)
-    "tiny": (24, 20, 1, 40, 1),
-    "small": (64, 48, 2, 600, 2),
+
+
+@dataclass(frozen=True)
+class SceneSpec:
+    """A random scene: N 3D Gaussians in front of C cameras, world scales log-uniform in
+    `scales`, opacities uniform in `opacity`. `crowd` > 1 crowds the Gaussians towards the left
+    edge (x ∝ u^crowd), so tile lists run from long (left) to short (right); `faint` gives the
+    right half of the image opacities in that range instead, so the left tiles saturate early and
+    some right tiles never do."""
+    width: int
+    height: int
+    cameras: int
+    gaussians: int
+    seed: int
+    scales: tuple = (0.015, 0.25)
+    opacity: tuple = (0.2, 0.99)
+    crowd: float = 1.0
+    faint: tuple | None = None
+
+
+SCENES = {
+    "tiny": SceneSpec(24, 20, 1, 40, 1),
+    "small": SceneSpec(64, 48, 2, 600, 2),
+    # real scale: lists of 300–3,000 entries (several chunks, partial last chunks), boxes of 1×1
+    # to 16×16 tiles (t16; past 20×20 at t8), saturated and never-saturated tiles
+    "crowd": SceneSpec(60, 44, 1, 5000, 3, scales=(0.02, 0.3), opacity=(0.5, 0.99), crowd=2.5,
+                       faint=(0.01, 0.05)),
+    "deep": SceneSpec(24, 16, 1, 640, 5, scales=(0.15, 0.5), opacity=(0.01, 0.1)),
+    "large": SceneSpec(256, 256, 1, 20000, 4, scales=(0.003, 0.3), opacity=(0.05, 0.99),
+                       crowd=1.5, faint=(0.01, 0.1)),
 }
 
 
@@ -59,16 +95,28 @@ def _np(t) -> np.ndarray:
     return t.detach().cpu().contiguous().numpy()
 
 
-def value_rule(precision: str, per_channel: bool = False, stop_flips: bool = False) -> dict:
+def value_rule(precision: str, per_channel: bool = False, stop_flips: bool = False,
+               cut_flips: bool = False) -> dict:
+    """stop_flips: sorted mode's early stop may flip (OUTLIER_TOL); cut_flips: only a Gaussian's
+    α may cross the 1/255 cut (CUT_FLIP_TOL)."""
     tol = VALUE_TOL[precision]
     rule = {"kind": "value", "tol": tol, "per_channel": per_channel}
-    if stop_flips:
-        rule.update(outliers=OUTLIER_FRAC, tol_max=max(OUTLIER_TOL, tol))
+    if stop_flips or cut_flips:
+        bound = OUTLIER_TOL if stop_flips else CUT_FLIP_TOL
+        rule.update(outliers=OUTLIER_FRAC, tol_max=max(bound, tol))
     return rule
 
 
-def grad_rule(precision: str) -> dict:
-    return {"kind": "grad", "cos": GRAD_COS[precision], "norm": GRAD_NORM[precision]}
+def grad_rule(precision: str, channels: bool = False, groups: bool = False) -> dict:
+    """channels: also per channel (the last axis); groups: also per group of Gaussians by list
+    position (tile_lists.gaussian_groups; unlisted Gaussians must get exactly 0)."""
+    rule = {"kind": "grad", "cos": GRAD_COS[precision], "norm": GRAD_NORM[precision]}
+    part = {"cos": PART_COS[precision], "norm": PART_NORM[precision]}
+    if channels:
+        rule["channels"] = part
+    if groups:
+        rule["groups"] = part
+    return rule
 
 
 def exact_rule(mismatch: float = 0.0) -> dict:
@@ -83,17 +131,24 @@ class Scene:
     """Random 3D Gaussians in front of 1–2 cameras, projected and binned by the CPU backend."""
 
     def __init__(self, name: str, dtype=torch.float32):
-        W, H, C, N, seed = SCENES[name]
-        g = torch.Generator().manual_seed(seed)
+        spec = SCENES[name]
+        W, H, C, N = spec.width, spec.height, spec.cameras, spec.gaussians
+        g = torch.Generator().manual_seed(spec.seed)
         self.name, self.W, self.H, self.C, self.N, self.dtype = name, W, H, C, N, dtype
         u = lambda *s: torch.rand(*s, generator=g, dtype=torch.float64)
         z = 2.0 + 2.0 * u(N)
-        xy = (u(N, 2) - 0.5) * torch.tensor([1.4 * W / H, 1.4]) * z[:, None] * 0.6
+        xy = u(N, 2)
+        xy[:, 0] = xy[:, 0] ** spec.crowd
+        xy = (xy - 0.5) * torch.tensor([1.4 * W / H, 1.4]) * z[:, None] * 0.6
         self.means = torch.cat([xy, z[:, None]], 1)
         q = torch.randn(N, 4, generator=g, dtype=torch.float64)
         self.quats = q / q.norm(dim=1, keepdim=True)
-        self.scales = torch.exp(np.log(0.015) + (np.log(0.25) - np.log(0.015)) * u(N, 3))
-        self.opacities = 0.2 + 0.79 * u(N)
+        lo, hi = np.log(spec.scales[0]), np.log(spec.scales[1])
+        self.scales = torch.exp(lo + (hi - lo) * u(N, 3))
+        self.opacities = spec.opacity[0] + (spec.opacity[1] - spec.opacity[0]) * u(N)
+        if spec.faint is not None:
+            faint = spec.faint[0] + (spec.faint[1] - spec.faint[0]) * u(N)
+            self.opacities = torch.where(xy[:, 0] > 0, faint, self.opacities)
         view = torch.eye(4, dtype=torch.float64).repeat(C, 1, 1)
         if C > 1:  # the second camera a little to the right, looking at the same volume
             view[1, 0, 3] = -0.3
@@ -205,11 +260,14 @@ def sh_cases(s: Scene):
                    {"v_dirs": grad_rule("f32"), "v_coeffs": grad_rule("f32")})
 
 
-def binning_cases(s: Scene):
+ALL_BINNINGS = [(ts, sort, True) for ts in (16, 8) for sort in (True, False)] + [(16, True, False)]
+
+
+def binning_cases(s: Scene, variants=ALL_BINNINGS):
     """Exact binning (conics and opacities given, what the pipeline runs) for both tile sizes and
-    orders; the radii boxes' lists (no conics) once per scene."""
-    for ts, sort, exact in [(ts, sort, True) for ts in (16, 8) for sort in (True, False)] + [
-            (16, True, False)]:
+    orders; the radii boxes' lists (no conics) once per scene. variants: (tile size, sorted,
+    exact) triples."""
+    for ts, sort, exact in variants:
         offsets, ids = s.binning(ts, sort, exact)
         inputs = {"means2d": _np(s.means2d), "radii": _np(s.radii), "depths": _np(s.depths)}
         if exact:
@@ -238,24 +296,27 @@ def _background(s: Scene, D: int, colors):
             colors.abs().amax((0, 1)).double()).to(s.dtype)
 
 
-def rasterize_fwd_cases(s: Scene, precisions=("f32", "f16", "bf16", "tf32"), channels=CHANNELS):
+def rasterize_fwd_cases(s: Scene, precisions=("f32", "f16", "bf16", "tf32"), channels=CHANNELS,
+                        combos=None):
+    """combos: the (precision, mode) pairs to write (default: every one)."""
     for mode, mname in ((0, "sorted"), (1, "weighted")):
         offsets, ids = s.binning(16, mode == 0)
         for D in channels:
-            if D > WIDE_ON_SMALL and not s.name.startswith("tiny"):
-                continue  # the wide channel counts on the tiny scene: the set stays small
             colors = s.channels(D)
             bg = _background(s, D, colors)
             render, alphas, last_ids, aux, *_ = _forward(s, colors, bg, offsets, ids, mode)
             expected = {"render": _np(render), "alphas": _np(alphas), "last_ids": _np(last_ids),
                         "aux": _np(aux)}
             for prec in precisions:
+                if combos is not None and (prec, mode) not in combos:
+                    continue
                 # α, T and the stop are fp32 in every kernel; only OUT's operands are rounded
                 f32 = "f64" if prec == "f64" else "f32"
-                compare = {"render": value_rule(prec, per_channel=True, stop_flips=mode == 0),
-                           "alphas": value_rule(f32, stop_flips=mode == 0),
-                           "aux": value_rule(f32, stop_flips=mode == 0),
-                           "last_ids": exact_rule(OUTLIER_FRAC if mode == 0 else 0.0)}
+                flips = {"stop_flips": mode == 0, "cut_flips": mode == 1}
+                compare = {"render": value_rule(prec, per_channel=True, **flips),
+                           "alphas": value_rule(f32, **flips),
+                           "aux": value_rule(f32, **flips),
+                           "last_ids": exact_rule(OUTLIER_FRAC)}
                 if prec != "f32" and prec != "f64":  # the quad scan's product order
                     for k in ("alphas", "aux"):
                         compare[k]["tol"] = 1e-4
@@ -265,14 +326,15 @@ def rasterize_fwd_cases(s: Scene, precisions=("f32", "f16", "bf16", "tf32"), cha
                             "expected": expected}, compare)
 
 
-def rasterize_bwd_cases(s: Scene, channels=(3, 4, 16, 40, 130)):
+def rasterize_bwd_cases(s: Scene, channels=(3, 4, 16, 40, 130), det_channels=(3, 40),
+                        combos=None):
+    """combos: the (precision, mode) pairs to write (default: every one); the deterministic
+    backward runs on det_channels."""
     ops = _cpu_ops()
     gnames = ("v_means2d", "v_conics", "v_opacities", "v_colors", "v_depths", "v_backgrounds")
     for mode, mname in ((0, "sorted"), (1, "weighted")):
         offsets, ids = s.binning(16, mode == 0)
         for D in channels:
-            if D > WIDE_ON_SMALL and not s.name.startswith("tiny"):
-                continue
             colors = s.channels(D)
             bg = _background(s, D, colors)
             render, alphas, last_ids, aux, _, plan = _forward(s, colors, bg, offsets, ids, mode)
@@ -288,14 +350,17 @@ def rasterize_bwd_cases(s: Scene, channels=(3, 4, 16, 40, 130)):
                           aux=_np(aux), v_render=_np(v_render), v_alphas=_np(v_alphas))
             expected = {n: _np(t) for n, t in zip(gnames, grads)}
             variants = [("f32", False), ("f16", False), ("bf16", False)]
-            if D in (3, 40):
+            if D in det_channels:
                 variants.append(("f32", True))
             for prec, det in variants:
+                if combos is not None and not det and (prec, mode) not in combos:
+                    continue
                 params = _raster_params(s, 16, mode, prec, backward=True, deterministic=det)
                 tag = "det" if det else prec
                 yield Case(f"rasterize_bwd_{s.name}_{mname}_D{D}_{tag}", "rasterize_bwd", prec,
                            params, {"inputs": inputs, "expected": expected},
-                           {n: grad_rule(prec) for n in gnames})
+                           {n: grad_rule(prec, channels=n in ("v_colors", "v_backgrounds"),
+                                         groups=n != "v_backgrounds") for n in gnames})
 
 
 def weight_stats_cases(s: Scene):
@@ -344,19 +409,71 @@ def contributors_cases(s: Scene):
 
 def standard_cases():
     """Yields the standard set (in a fixed order)."""
-    for name in SCENES:
+    for name in ("tiny", "small"):
         s = Scene(name)
+        narrow = tuple(D for D in CHANNELS if D <= WIDE_ON_SMALL)
         yield from projection_cases(s)
         yield from sh_cases(s)
         yield from binning_cases(s)
-        yield from rasterize_fwd_cases(s)
-        yield from rasterize_bwd_cases(s)
+        yield from rasterize_fwd_cases(s, channels=CHANNELS if name == "tiny" else narrow)
+        yield from rasterize_bwd_cases(s, channels=(3, 4, 16, 40, 130) if name == "tiny" else
+                                       (3, 4, 16))
         yield from weight_stats_cases(s)
         yield from contributors_cases(s)
     # float64: the scalar kernels' double instantiation, forward and deterministic backward
     s = Scene("tiny", dtype=torch.float64)
     s.name = "tiny64"
     yield from rasterize_fwd_cases(s, precisions=("f64",), channels=(3, 40))
+    yield from real_scale_cases()
+
+
+# each precision once, the modes alternating: the wider channel counts and the 256² scene, whose
+# arrays would otherwise take most of the set's size
+EACH_PRECISION_FWD = {("f32", 1), ("f16", 0), ("bf16", 1), ("tf32", 0)}
+EACH_PRECISION_BWD = {("f32", 0), ("f16", 1), ("bf16", 0)}
+
+
+def real_scale_cases():
+    """Lists of several chunks (tile_lists): every precision and mode for D = 1 and 3 on the
+    crowded scene (partial edge tiles, lists of 400–2,100 entries), each precision once for
+    D = 13; D = 64 and 512 on the deep one (few Gaussians, nearly each in every list: its colour
+    arrays stay small); RGB on the 256² one (20k Gaussians, boxes up to 26 × 26 tiles at t8,
+    tiles that saturate in their first chunk and tiles that never do)."""
+    s = Scene("crowd")
+    yield from binning_cases(s, [(16, True, True), (8, False, True), (16, True, False)])
+    yield from rasterize_fwd_cases(s, channels=(1, 3))
+    yield from rasterize_fwd_cases(s, channels=(13,), combos=EACH_PRECISION_FWD)
+    yield from rasterize_bwd_cases(s, channels=(1,), det_channels=(1,))
+    yield from rasterize_bwd_cases(s, channels=(13,), det_channels=(), combos=EACH_PRECISION_BWD)
+    yield from weight_stats_cases(s)
+    yield from contributors_cases(s)
+    s = Scene("deep")
+    yield from rasterize_fwd_cases(s, channels=(64,))
+    yield from rasterize_bwd_cases(s, channels=(64,), det_channels=(), combos=EACH_PRECISION_BWD)
+    yield from rasterize_fwd_cases(s, channels=(512,), combos=EACH_PRECISION_FWD)
+    yield from rasterize_bwd_cases(s, channels=(512,), det_channels=(),
+                                   combos={("f32", 1), ("bf16", 0)})
+    s = Scene("large")
+    yield from binning_cases(s, [(16, True, True), (8, False, True)])
+    yield from rasterize_fwd_cases(s, channels=(3,), combos={("f32", 1), ("f16", 0), ("bf16", 1)})
+    yield from rasterize_bwd_cases(s, channels=(3,), det_channels=(), combos={("bf16", 0)})
+
+
+def _list_report(case: Case) -> str:
+    """The case's tile lists (tile_lists.list_stats) when it has binning's arrays, and for a
+    sorted forward how many multi-chunk tiles end within their first chunk (every pixel's last
+    entry there) and how many run to their last chunk."""
+    arrays = case.arrays["inputs"] if "tile_offsets" in case.arrays["inputs"] else \
+        case.arrays["expected"]
+    if "tile_offsets" not in arrays:
+        return ""
+    offsets, ids = arrays["tile_offsets"], arrays["flatten_ids"]
+    text = str(list_stats(offsets, ids.size))
+    last = case.arrays["expected"].get("last_ids")
+    if last is not None and case.params.get("mode") == 0 and case.params["tile_size"] == 16:
+        first, to_end = chunk_reach(offsets, ids.size, last)
+        text += f", {first} end in chunk 1, {to_end} reach their last chunk"
+    return text
 
 
 def main(argv=None) -> int:
@@ -376,6 +493,9 @@ def main(argv=None) -> int:
         if args.only and args.only not in case.name:
             continue
         write_case(case, out / case.name)
+        report = _list_report(case)
+        if report:
+            print(f"{case.name}: {report}")
         n += 1
         kernels[case.kernel] = kernels.get(case.kernel, 0) + 1
     if not args.only:  # tools/gpu_check.sh: the set is whole

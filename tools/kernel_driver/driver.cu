@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -100,13 +101,33 @@ struct Device {
     auto it = in.find(k);
     return it == in.end() ? nullptr : it->second.as<const T>();
   }
-  // A new output, filled with byte `fill` (0: zeroed accumulators; 0xff: int32 -1).
+  // A new output the kernel must write whole, pre-filled with a value no kernel writes (the
+  // quiet NaN's bits: NaN as a float, 2143289344 or 0x7ff8… as an integer), so an element it
+  // leaves unwritten fails the checker.
   template <typename T>
-  T* output(const std::string& k, const std::string& dtype, std::vector<int64_t> shape,
-            int fill = 0) {
+  T* output(const std::string& k, const std::string& dtype, std::vector<int64_t> shape) {
     Array a = Array::make(dtype, std::move(shape));
+    const size_t width = dtype_size(dtype);
+    const uint64_t nan_bits = width == 8 ? 0x7ff8000000000000ull : 0x7fc00000u;
+    for (size_t i = 0; i + width <= a.bytes.size(); i += width)
+      std::memcpy(a.bytes.data() + i, &nan_bits, width);  // little-endian: the low bytes
+    return place<T>(k, std::move(a));
+  }
+  // A new output the launch layer documents as filled by the caller (an accumulator: 0; the
+  // top-K ids: -1), with that byte.
+  template <typename T>
+  T* output_filled(const std::string& k, const std::string& dtype, std::vector<int64_t> shape,
+                   int byte) {
+    Array a = Array::make(dtype, std::move(shape));
+    std::memset(a.bytes.data(), byte, a.bytes.size());
+    return place<T>(k, std::move(a));
+  }
+  template <typename T>
+  T* place(const std::string& k, Array a) {
     Buffer b(a.bytes.size());
-    if (b.bytes()) check(cudaMemset(b.get(), fill, b.bytes()), "cudaMemset");
+    if (b.bytes())
+      check(cudaMemcpy(b.get(), a.bytes.data(), b.bytes(), cudaMemcpyHostToDevice),
+            "cudaMemcpy fill");
     T* p = b.as<T>();
     out[k] = {std::move(a), std::move(b)};
     return p;
@@ -164,7 +185,7 @@ void run_project_bwd(const Case& c, Device& d, cudaStream_t s) {
   a.v_quats = d.output<T>("v_quats", dt, {N, 4});
   a.v_scales = d.output<T>("v_scales", dt, {N, 3});
   a.v_opacities = d.output<T>("v_opacities", dt, {N});
-  a.v_viewmats = d.output<T>("v_viewmats", dt, {C, 4, 4});
+  a.v_viewmats = d.output_filled<T>("v_viewmats", dt, {C, 4, 4}, 0);  // row 3 stays 0
   Buffer ws(L::project_bwd_workspace_bytes(a));
   check(L::launch_project_bwd(a, ws.ws(), s), "launch_project_bwd");
 }
@@ -183,7 +204,7 @@ void run_sh(const Case& c, Device& d, cudaStream_t s, bool backward) {
   }
   const L::ShBwdArgs<T> a{deg, C, N, K, d.input<T>("dirs"), d.input<T>("coeffs"),
                           d.input<T>("v_colors"), d.output<T>("v_dirs", dt, {C, N, 3}),
-                          d.output<T>("v_coeffs", dt, {N, K, 3})};
+                          d.output_filled<T>("v_coeffs", dt, {N, K, 3}, 0)};
   check(L::launch_sh_bwd(a, s), "launch_sh_bwd");
 }
 
@@ -284,7 +305,7 @@ void run_rasterize_fwd(const Case& c, Device& d, cudaStream_t s, int cc_major) {
   a.out.alphas = d.output<T>("alphas", dt, {p.C, p.height, p.width, 1});
   a.out.last_ids = d.output<int32_t>("last_ids", "int32", {p.C, p.height, p.width});
   a.out.aux = d.output<T>("aux", dt, {p.C, p.height, p.width});
-  a.out.stats = d.output<int64_t>("stats", "int64", {p.C, 3});
+  a.out.stats = d.output_filled<int64_t>("stats", "int64", {p.C, 3}, 0);
   if (kernel == gsrender::RasterKernel::kScalar) {
     check(L::launch_rasterize_fwd(a, s), "launch_rasterize_fwd");
     return;
@@ -308,12 +329,12 @@ void run_rasterize_bwd(const Case& c, Device& d, cudaStream_t s, int cc_major, J
   a.io.last_ids = d.input<int32_t>("last_ids"), a.io.aux = d.input<T>("aux");
   a.io.v_render = d.input<T>("v_render"), a.io.v_alphas = d.input<T>("v_alphas");
   auto alloc = [&] {
-    a.io.v_means2d = d.output<T>("v_means2d", dt, {p.C, p.N, 2});
-    a.io.v_conics = d.output<T>("v_conics", dt, {p.C, p.N, 3});
-    a.io.v_opacities = d.output<T>("v_opacities", dt, {p.C, p.N});
-    a.io.v_colors = d.output<T>("v_colors", dt, {p.C, p.N, p.CH});
-    a.io.v_depths = d.output<T>("v_depths", dt, {p.C, p.N});
-    a.io.v_backgrounds = d.output<T>("v_backgrounds", dt, {p.C, p.CH});
+    a.io.v_means2d = d.output_filled<T>("v_means2d", dt, {p.C, p.N, 2}, 0);
+    a.io.v_conics = d.output_filled<T>("v_conics", dt, {p.C, p.N, 3}, 0);
+    a.io.v_opacities = d.output_filled<T>("v_opacities", dt, {p.C, p.N}, 0);
+    a.io.v_colors = d.output_filled<T>("v_colors", dt, {p.C, p.N, p.CH}, 0);
+    a.io.v_depths = d.output_filled<T>("v_depths", dt, {p.C, p.N}, 0);
+    a.io.v_backgrounds = d.output_filled<T>("v_backgrounds", dt, {p.C, p.CH}, 0);
   };
   alloc();
   if (kernel == gsrender::RasterKernel::kScalarDet) {  // run twice: the gradients must agree bit for bit (same device, same code path)
@@ -346,10 +367,10 @@ void run_weight_stats(const Case& c, Device& d, cudaStream_t s) {
   const int64_t K = static_cast<int64_t>(c.num("top_k"));
   const char* dt = dtype_name<T>();
   const L::WeightStatsArgs<T> a{
-      p, K, T(c.num("tau_s")), d.output<T>("w_sum", dt, {p.N}), d.output<T>("w_max", dt, {p.N}),
-      d.output<int32_t>("n_views", "int32", {p.N}),
-      d.output<int32_t>("topk_ids", "int32", {p.C, p.height, p.width, K}, 0xff),
-      d.output<T>("topk_weights", dt, {p.C, p.height, p.width, K})};
+      p, K, T(c.num("tau_s")), d.output_filled<T>("w_sum", dt, {p.N}, 0),
+      d.output_filled<T>("w_max", dt, {p.N}, 0), d.output<int32_t>("n_views", "int32", {p.N}),
+      d.output_filled<int32_t>("topk_ids", "int32", {p.C, p.height, p.width, K}, 0xff),
+      d.output_filled<T>("topk_weights", dt, {p.C, p.height, p.width, K}, 0)};
   Buffer ws(L::weight_stats_workspace_bytes(a));
   check(L::launch_weight_stats(a, ws.ws(), s), "launch_weight_stats");
 }
@@ -475,11 +496,14 @@ int main(int argc, char** argv) {
       } else {
         Device d(c);
         const auto t0 = std::chrono::steady_clock::now();
+        const std::clock_t cpu0 = std::clock();
         run_case(c, d, stream, cc_major, checks);
         check(cudaStreamSynchronize(stream), "kernel execution");
         const double ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         meta.obj["ms"] = Json::of(ms);
+        // the host's CPU time: the whole run under the SIMT runtime, a shared machine's load aside
+        meta.obj["cpu_ms"] = Json::of(1e3 * double(std::clock() - cpu0) / CLOCKS_PER_SEC);
         outputs = d.fetch();
       }
     } catch (const Skip& e) {

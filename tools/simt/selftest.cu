@@ -118,41 +118,89 @@ void check_collectives() {
 
 // ---- the emulated PTX ---------------------------------------------------------------------
 
-// A[16][K] (row-major), B[K][8], C[16][8] distributed by the PTX ISA fragment tables
-// (m16n8k16 .f16/.bf16, m16n8k8 .tf32), D gathered back.
+// The PTX ISA's fragment tables ("Matrix Fragments for mma.m16n8k16 / mma.m16n8k8"), element by
+// element in the ISA's own terms: groupID g = lane >> 2, threadID_in_group t = lane % 4, and a
+// thread's elements a0, a1, … held two per .f16x2 / .bf16x2 register (one per .tf32 register).
+// A second transcription, written apart from simt_ptx.h's per-register formulas; the expected
+// D is the plain product of the whole matrices, so a misreading shared by the emulation and one
+// table cannot cancel.
+struct Pos {
+  int row, col;
+};
+Pos isa_a(int ty, int lane, int e) {  // A: 16 × K
+  const int g = lane >> 2, t = lane % 4;
+  if (ty == 2)  // tf32 a0..a3: row g for a0, a2, g + 8 for a1, a3; col t for a0, a1, t + 4 for a2, a3
+    return {(e == 1 || e == 3) ? g + 8 : g, (e == 2 || e == 3) ? t + 4 : t};
+  // f16 / bf16 a0..a7: row g for a0, a1, a4, a5, else g + 8; col t·2 + (i & 1), + 8 for i ≥ 4
+  const bool low_rows = e == 0 || e == 1 || e == 4 || e == 5;
+  return {low_rows ? g : g + 8, t * 2 + (e & 1) + (e >= 4 ? 8 : 0)};
+}
+Pos isa_b(int ty, int lane, int e) {  // B: K × 8
+  const int g = lane >> 2, t = lane % 4;
+  if (ty == 2) return {e == 0 ? t : t + 4, g};  // tf32 b0, b1: row t, t + 4; col g
+  return {t * 2 + (e & 1) + (e >= 2 ? 8 : 0), g};  // b0..b3: row t·2 + (i & 1) (+ 8 for i ≥ 2)
+}
+Pos isa_c(int lane, int e) {  // C / D: 16 × 8, c0..c3 (f32)
+  const int g = lane >> 2, t = lane % 4;
+  return {e < 2 ? g : g + 8, t * 2 + (e & 1)};
+}
+
 template <int kTy>  // 0 f16, 1 bf16, 2 tf32
-__global__ void mma_kernel(const float* A, const float* B, const float* C, float* D) {
-  const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
-  uint32_t a[4], b[2];
-  float c[4], d[4];
-  auto bits = [](float x) -> uint32_t {
-    if (kTy == 0) return __half_as_ushort(__float2half_rn(x));
-    if (kTy == 1) return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-    return gsrender::ptx::to_tf32(x);
-  };
-  constexpr int K = kTy == 2 ? 8 : 16;
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + 8 * (i & 1);
-    if (kTy == 2) {
-      a[i] = bits(A[row * K + t + 4 * (i >> 1)]);
-    } else {
-      const int col = 2 * t + 8 * (i >> 1);
-      a[i] = bits(A[row * K + col]) | (bits(A[row * K + col + 1]) << 16);
-    }
-  }
-  for (int i = 0; i < 2; ++i) {
-    if (kTy == 2) {
-      b[i] = bits(B[(t + 4 * i) * 8 + g]);
-    } else {
-      const int k = 2 * t + 8 * i;
-      b[i] = bits(B[k * 8 + g]) | (bits(B[(k + 1) * 8 + g]) << 16);
-    }
-  }
-  for (int i = 0; i < 4; ++i) c[i] = C[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+uint32_t operand_bits(float x) {
+  if (kTy == 0) return __half_as_ushort(__float2half_rn(x));
+  if (kTy == 1) return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  return gsrender::ptx::to_tf32(x);
+}
+
+template <int kTy>
+__device__ void run_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                        const float (&c)[4]) {
   if (kTy == 0) gsrender::ptx::mma_m16n8k16_f16(d, a, b, c);
   if (kTy == 1) gsrender::ptx::mma_m16n8k16_bf16(d, a, b, c);
   if (kTy == 2) gsrender::ptx::mma_m16n8k8_tf32(d, a, b, c);
-  for (int i = 0; i < 4; ++i) D[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = d[i];
+}
+
+// A[16][K] (row-major), B[K][8], C[16][8] placed in the lanes' registers by the ISA tables
+// above, D gathered back by them.
+template <int kTy>
+__global__ void mma_kernel(const float* A, const float* B, const float* C, float* D) {
+  constexpr int K = kTy == 2 ? 8 : 16, per_reg = kTy == 2 ? 1 : 2;
+  const int lane = threadIdx.x;
+  uint32_t a[4] = {}, b[2] = {};
+  float c[4], d[4];
+  for (int e = 0; e < 4 * per_reg; ++e) {
+    const Pos p = isa_a(kTy, lane, e);
+    a[e / per_reg] |= operand_bits<kTy>(A[p.row * K + p.col]) << (16 * (e % per_reg));
+  }
+  for (int e = 0; e < 2 * per_reg; ++e) {
+    const Pos p = isa_b(kTy, lane, e);
+    b[e / per_reg] |= operand_bits<kTy>(B[p.row * 8 + p.col]) << (16 * (e % per_reg));
+  }
+  for (int e = 0; e < 4; ++e) c[e] = C[isa_c(lane, e).row * 8 + isa_c(lane, e).col];
+  run_mma<kTy>(d, a, b, c);
+  for (int e = 0; e < 4; ++e) D[isa_c(lane, e).row * 8 + isa_c(lane, e).col] = d[e];
+}
+
+// The kernels' own route for f16 / bf16 operands, with no A or B table at all: A from a
+// row-major 16 × 16 shared tile by ldmatrix.x4 (lane l: row l % 16, columns 8·(l / 16)..), B
+// from a row-major [k][n] 16 × 8 tile by ldmatrix.x2.trans (lane l: row l % 16); D by the C table.
+template <int kTy>
+__global__ void mma_ldmatrix_kernel(const float* A, const float* B, const float* C, float* D) {
+  struct alignas(16) Tiles {
+    uint16_t a[16][16], b[16][8];
+  };
+  __shared__ Tiles sh;
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 256; i += 32) sh.a[i / 16][i % 16] = operand_bits<kTy>(A[i]);
+  for (int i = lane; i < 128; i += 32) sh.b[i / 8][i % 8] = operand_bits<kTy>(B[i]);
+  __syncwarp();
+  uint32_t a[4], b[2];
+  float c[4], d[4];
+  gsrender::ptx::ldmatrix_x4(a, &sh.a[lane % 16][8 * (lane / 16)]);
+  gsrender::ptx::ldmatrix_x2_trans(b, &sh.b[lane % 16][0]);
+  for (int e = 0; e < 4; ++e) c[e] = C[isa_c(lane, e).row * 8 + isa_c(lane, e).col];
+  run_mma<kTy>(d, a, b, c);
+  for (int e = 0; e < 4; ++e) D[isa_c(lane, e).row * 8 + isa_c(lane, e).col] = d[e];
 }
 
 float round_to(int ty, float x) {
@@ -162,6 +210,22 @@ float round_to(int ty, float x) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// max |D − (A·B + C)| over the whole 16 × 8 result, the product of the rounded operands in
+// double (exact products; f32 accumulation of K terms stays well inside 1e-5 for |x| ≤ 1).
+template <int kTy>
+double product_error(const std::vector<float>& A, const std::vector<float>& B,
+                     const std::vector<float>& C, const std::vector<float>& D) {
+  constexpr int K = kTy == 2 ? 8 : 16;
+  double err = 0;
+  for (int i = 0; i < 16; ++i)
+    for (int n = 0; n < 8; ++n) {
+      double e = C[i * 8 + n];
+      for (int k = 0; k < K; ++k) e += double(round_to(kTy, A[i * K + k])) * round_to(kTy, B[k * 8 + n]);
+      err = std::fmax(err, std::fabs(e - D[i * 8 + n]));
+    }
+  return err;
 }
 
 template <int kTy>
@@ -174,16 +238,18 @@ void check_mma(const char* name) {
   for (float& x : B) x = rnd();
   for (float& x : C) x = rnd();
   GSR_LAUNCH(1, 32, 0, nullptr, mma_kernel<kTy>)(A.data(), B.data(), C.data(), D.data());
-  double err = 0;
-  for (int i = 0; i < 16; ++i)
-    for (int n = 0; n < 8; ++n) {
-      double e = C[i * 8 + n];
-      for (int k = 0; k < K; ++k)
-        e += double(round_to(kTy, A[i * K + k])) * round_to(kTy, B[k * 8 + n]);
-      err = std::fmax(err, std::fabs(e - D[i * 8 + n]));
-    }
+  double err = product_error<kTy>(A, B, C, D);
   expect(cudaGetLastError() == cudaSuccess && err < 1e-5,
-         std::string(name) + " D = A·B + C (max err " + std::to_string(err) + ")");
+         std::string(name) + " D = A·B + C, operands by the ISA tables (max err " +
+             std::to_string(err) + ")");
+  if (kTy != 2) {
+    std::fill(D.begin(), D.end(), NAN);
+    GSR_LAUNCH(1, 32, 0, nullptr, mma_ldmatrix_kernel<kTy>)(A.data(), B.data(), C.data(), D.data());
+    err = product_error<kTy>(A, B, C, D);
+    expect(cudaGetLastError() == cudaSuccess && err < 1e-5,
+           std::string(name) + " D = A·B + C, operands by ldmatrix (max err " +
+               std::to_string(err) + ")");
+  }
   // a single 1 in A at (5, 11 % K) moves row 11 % K of B into row 5 of D
   std::fill(A.begin(), A.end(), 0.0f), std::fill(C.begin(), C.end(), 0.0f);
   A[5 * K + 11 % K] = 1.0f;
