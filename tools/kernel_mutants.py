@@ -42,21 +42,32 @@ class Mutant:
 MMA_FWD = "csrc/cuda/kernels/rasterize_mma_fwd.cu"
 MMA_BWD = "csrc/cuda/kernels/rasterize_mma_bwd.cu"
 MMA_TILE = "csrc/cuda/kernels/mma_tile.cuh"
-FWD_CASES = ("rasterize_fwd_",)
-BWD_CASES = ("rasterize_bwd_",)
-MMA_FWD_CASES = ("rasterize_fwd_",)
-RACE_FWD = ("rasterize_fwd_tiny_sorted_D16_f16", "rasterize_fwd_tiny_weighted_D130_bf16",
-            "rasterize_fwd_tiny_sorted_D40_tf32")
-RACE_BWD = ("rasterize_bwd_tiny_sorted_D16_f16", "rasterize_bwd_tiny_weighted_D130_bf16")
-RACE_SCALAR = ("rasterize_fwd_tiny_sorted_D3_f32", "rasterize_bwd_tiny_sorted_D3_f32",
-               "rasterize_bwd_tiny_weighted_D16_det")
+# Each mutant runs the cases that can see it (the whole set is many times slower): per kernel,
+# every precision and both modes, lists of several chunks (crowd, deep), wide masked tails
+# (D = 13, 40, 64, 130) and the narrow f16 forward (D ≤ 8).
+MMA_FWD_CASES = ("rasterize_fwd_crowd_sorted_D13_f16", "rasterize_fwd_crowd_weighted_D3_bf16",
+                 "rasterize_fwd_crowd_sorted_D3_tf32", "rasterize_fwd_deep_sorted_D64_f16",
+                 "rasterize_fwd_deep_weighted_D64_tf32", "rasterize_fwd_small_weighted_D4_f16",
+                 "rasterize_fwd_tiny_sorted_D130_", "rasterize_fwd_tiny_weighted_D40_")
+MMA_BWD_CASES = ("rasterize_bwd_crowd_sorted_D13_bf16", "rasterize_bwd_crowd_weighted_D13_f16",
+                 "rasterize_bwd_deep_sorted_D64_bf16", "rasterize_bwd_small_weighted_D4_bf16",
+                 "rasterize_bwd_tiny_sorted_D130_bf16", "rasterize_bwd_tiny_weighted_D40_f16")
+FWD_CASES = ("rasterize_fwd_crowd_sorted_D3_f32", "rasterize_fwd_crowd_weighted_D13_f32",
+             "rasterize_fwd_deep_sorted_D64_f32", "rasterize_fwd_tiny64_sorted_D40_f64")
+BWD_CASES = ("rasterize_bwd_crowd_sorted_D13_f32", "rasterize_bwd_crowd_weighted_D1_f32",
+             "rasterize_bwd_crowd_sorted_D1_det", "rasterize_bwd_deep_sorted_D64_f32")
+RACE_FWD = ("rasterize_fwd_crowd_sorted_D13_f16", "rasterize_fwd_tiny_weighted_D130_bf16",
+            "rasterize_fwd_crowd_sorted_D3_tf32")
+RACE_BWD = ("rasterize_bwd_crowd_sorted_D13_bf16", "rasterize_bwd_tiny_weighted_D40_f16")
+RACE_SCALAR = ("rasterize_fwd_crowd_sorted_D3_f32", "rasterize_bwd_crowd_sorted_D13_f32",
+               "rasterize_bwd_crowd_weighted_D1_det")
 
 MUTANTS: tuple[Mutant, ...] = (
     # ---- Tensor Core forward
     Mutant("mma_fwd_first_chunk_only", MMA_FWD,
            "for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kMmaThreads) {",
            "for (int32_t chunk0 = run.start; chunk0 < min(run.end, run.start + kMmaThreads); "
-           "chunk0 += kMmaThreads) {", FWD_CASES),
+           "chunk0 += kMmaThreads) {", MMA_FWD_CASES),
     Mutant("mma_fwd_no_syncwarp_after_reads", MMA_FWD,
            "      __syncwarp();  // every lane is done reading buf[cur] before it is refilled\n",
            "\n", RACE_FWD, race=True),
@@ -66,25 +77,25 @@ MUTANTS: tuple[Mutant, ...] = (
            race=True),
     Mutant("mma_fwd_no_cp_async_wait", MMA_FWD,
            "ptx::cp_async_wait_group<1>();  // this group's rows have landed",
-           "// (no wait)", FWD_CASES, race=True),
+           "// (no wait)", MMA_FWD_CASES, race=True),
     Mutant("mma_fwd_no_syncthreads_before_stats", MMA_FWD,
            "  __syncthreads();  // every warp's counts are in\n", "\n", RACE_FWD, race=True),
     Mutant("mma_fwd_partial_channel_batch_dropped", MMA_FWD,
            "static_cast<unsigned>((p.CH + KT::kChannels - 1) / KT::kChannels));",
-           "static_cast<unsigned>(p.CH / KT::kChannels));", FWD_CASES),
+           "static_cast<unsigned>(p.CH / KT::kChannels));", MMA_FWD_CASES),
     Mutant("mma_fwd_padding_row_fetched", MMA_FWD,
            "const bool ok = g0 + r < count && ch < CHp;",
-           "const bool ok = g0 + r <= count && ch < CHp;", FWD_CASES),
+           "const bool ok = g0 + r <= count && ch < CHp;", MMA_FWD_CASES),
     Mutant("mma_fwd_weighted_outside_pixels_kept", MMA_FWD,
            "for (int j = 0; j < 4; ++j) alpha[h][j] = done[b][h] ? 0.0f : alpha[h][j];",
-           "for (int j = 0; j < 4; ++j) alpha[h][j] = alpha[h][j];", FWD_CASES),
+           "for (int j = 0; j < 4; ++j) alpha[h][j] = alpha[h][j];", MMA_FWD_CASES),
     # ---- the MMA kernels' shared tile walk and fragments
     Mutant("mma_padding_column_mask_off_by_one", MMA_TILE,
            "const bool ok = k < count;", "const bool ok = k <= count;",
-           FWD_CASES + BWD_CASES),
+           MMA_FWD_CASES + MMA_BWD_CASES),
     Mutant("mma_list_position_off_by_one", MMA_TILE,
            "pos1[j] = ok ? chunk0 + e + 1 : 0;", "pos1[j] = ok ? e + 1 : 0;",
-           FWD_CASES + BWD_CASES),
+           MMA_FWD_CASES + MMA_BWD_CASES),
     Mutant("mma_no_syncthreads_after_staging", MMA_TILE,
            "  __syncthreads();\n  return min(kMmaThreads, end - chunk0);",
            "  return min(kMmaThreads, end - chunk0);", RACE_FWD + RACE_BWD, race=True),
@@ -93,34 +104,34 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("mma_a_fragment_registers_swapped", "csrc/include/gsrender/mma_fragments.h",
            "const float lo = w[r & 1][2 * (r >> 1)], hi = w[r & 1][2 * (r >> 1) + 1];",
            "const float lo = w[r >> 1][2 * (r & 1)], hi = w[r >> 1][2 * (r & 1) + 1];",
-           FWD_CASES + BWD_CASES),
+           MMA_FWD_CASES + MMA_BWD_CASES),
     Mutant("mma_tf32_a_registers_swapped", "csrc/cuda/kernels/mma_traits.cuh",
            "r[m][1] = ptx::to_tf32(w[1][2 * m]);", "r[m][1] = ptx::to_tf32(w[0][2 * m + 1]);",
-           FWD_CASES),
+           MMA_FWD_CASES),
     Mutant("operands_padding_channel_from_neighbour", "csrc/cuda/kernels/mma_operands.cuh",
            ": to_operand<T>(0.0f);",
            ": to_operand<T>(__fdiv_rn(src.at(r, src.CH - 1), col_div ? col_div[src.CH - 1] "
-           ": *all_div));", FWD_CASES + BWD_CASES),
+           ": *all_div));", MMA_FWD_CASES + MMA_BWD_CASES),
     # ---- Tensor Core backward
     Mutant("mma_bwd_first_chunk_only", MMA_BWD,
            "for (int32_t chunk0 = run.start; chunk0 < run.end; chunk0 += kMmaThreads) {",
            "for (int32_t chunk0 = run.start; chunk0 < min(run.end, run.start + kMmaThreads); "
-           "chunk0 += kMmaThreads) {", BWD_CASES),
+           "chunk0 += kMmaThreads) {", MMA_BWD_CASES),
     Mutant("mma_bwd_last_channel_batch_dropped", MMA_BWD,
            "for (int64_t c0 = 0; c0 < ba.CHp; c0 += kCB) {",
-           "for (int64_t c0 = 0; c0 + kCB < ba.CHp; c0 += kCB) {", BWD_CASES),
+           "for (int64_t c0 = 0; c0 + kCB < ba.CHp; c0 += kCB) {", MMA_BWD_CASES),
     Mutant("mma_bwd_no_syncwarp_before_batch", MMA_BWD,
            "__syncwarp();  // the previous batch's (and the W staging's) readers are done",
            "// (no __syncwarp)", RACE_BWD, race=True),
     Mutant("mma_bwd_no_cp_async_wait", MMA_BWD,
            "        ptx::cp_async_wait_group<0>();\n        __syncwarp();\n        uint32_t bf[4];",
-           "        __syncwarp();\n        uint32_t bf[4];", BWD_CASES, race=True),
+           "        __syncwarp();\n        uint32_t bf[4];", MMA_BWD_CASES, race=True),
     Mutant("mma_bwd_opacity_or_depth_atomic_dropped", MMA_BWD,
            "for (int q = 0; q < (kSorted ? 6 : 7); ++q)",
-           "for (int q = 0; q < (kSorted ? 5 : 6); ++q)", BWD_CASES),
+           "for (int q = 0; q < (kSorted ? 5 : 6); ++q)", MMA_BWD_CASES),
     Mutant("mma_bwd_color_atomic_channel_off_by_one", MMA_BWD,
            "if (k < count && ch < p.CH && df[e] != 0.0f)",
-           "if (k < count && ch + 1 < p.CH && df[e] != 0.0f)", BWD_CASES),
+           "if (k < count && ch + 1 < p.CH && df[e] != 0.0f)", MMA_BWD_CASES),
     # ---- scalar rasterizers (forward, backward, deterministic backward) and weight_stats
     Mutant("scalar_fwd_first_batch_only", "csrc/cuda/kernels/rasterize_fwd.cu",
            "for (int32_t b0 = run.start; b0 < run.end; b0 += nthreads) {",
@@ -143,21 +154,21 @@ MUTANTS: tuple[Mutant, ...] = (
            "__syncthreads();  // red is free again", "// (no barrier)", RACE_SCALAR,
            race=True),
     Mutant("weight_stats_max_atomic_dropped", "csrc/cuda/kernels/weight_stats.cu",
-           "atomic_max_nonneg(o.wmax + gid, w);", "(void)0;", ("weight_stats_",)),
+           "atomic_max_nonneg(o.wmax + gid, w);", "(void)0;", ("weight_stats_crowd_K4", "weight_stats_small_K4")),
     # ---- binning, projection, SH, contributors
     Mutant("binning_device_loop_last_column_skipped", "csrc/include/gsrender/support_ellipse.h",
            "for (int tx = r[0]; tx <= r[2]; ++tx) {\n      CentreSpan<double> x;",
            "for (int tx = r[0]; tx < r[2]; ++tx) {\n      CentreSpan<double> x;",
-           ("bin_tiles_", "rasterize_fwd_tiny_sorted_D3_f32")),
+           ("bin_tiles_crowd_", "bin_tiles_small_")),
     Mutant("projection_bwd_no_syncthreads_before_reuse", "csrc/cuda/kernels/projection.cu",
            "__syncthreads();  // partial is free for the next call", "// (no barrier)",
-           ("project_bwd_",), race=True),
+           ("project_bwd_small",), race=True),
     Mutant("projection_bwd_last_warp_partial_dropped", "csrc/cuda/kernels/projection.cu",
            "T v = lane < kWarps ? partial[lane][e] : T(0);",
-           "T v = lane < kWarps - 1 ? partial[lane][e] : T(0);", ("project_bwd_",)),
+           "T v = lane < kWarps - 1 ? partial[lane][e] : T(0);", ("project_bwd_small",)),
     Mutant("sh_bwd_first_camera_only", "csrc/cuda/kernels/sh.cu",
            "for (int64_t c = 0; c < C; ++c) {\n    const int64_t idx = c * N + n;",
-           "for (int64_t c = 0; c < 1; ++c) {\n    const int64_t idx = c * N + n;", ("sh_bwd_",)),
+           "for (int64_t c = 0; c < 1; ++c) {\n    const int64_t idx = c * N + n;", ("sh_bwd_small_deg3",)),
     Mutant("contributors_pixel_x_from_y", "csrc/cuda/kernels/contributors.cu",
            "const int x = pix ? pix[2 * i] : static_cast<int>(q % a.width);",
            "const int x = pix ? pix[2 * i + 1] : static_cast<int>(q % a.width);",

@@ -15,14 +15,15 @@ PY=${2:-${PYTHON:-python}}
 BUILD=${SANITIZE_BUILD:-build}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-# one case of each kernel, precision path and mode; the racecheck costs ~20× a plain SIMT run
+# one case of each kernel, precision path and mode, two with lists of several chunks (crowd)
 SUBSET="project_fwd_tiny_aa project_bwd_tiny_aa sh_fwd_tiny_deg3 sh_bwd_tiny_deg3
   bin_tiles_tiny_t16_sorted_exact bin_tiles_small_t8_unsorted_exact
-  rasterize_fwd_tiny_sorted_D3_f32 rasterize_fwd_tiny_weighted_D40_f64
+  rasterize_fwd_tiny_sorted_D3_f32 rasterize_fwd_tiny64_weighted_D40_f64
   rasterize_fwd_tiny_sorted_D4_f16 rasterize_fwd_tiny_weighted_D130_bf16
   rasterize_fwd_tiny_sorted_D40_tf32 rasterize_fwd_tiny_weighted_D16_f16
-  rasterize_bwd_tiny_sorted_D3_f32 rasterize_bwd_tiny_weighted_D16_det
+  rasterize_bwd_tiny_sorted_D3_f32 rasterize_bwd_tiny_weighted_D40_det
   rasterize_bwd_tiny_sorted_D16_f16 rasterize_bwd_tiny_weighted_D130_bf16
+  rasterize_fwd_crowd_sorted_D13_f16 rasterize_bwd_crowd_sorted_D13_bf16
   weight_stats_tiny_K4 contributors_tiny_list"
 t0=$(date +%s)
 tools/kernel_driver/build.sh --simt --racecheck "$BUILD/kernel_driver_race" >"$WORK/race_build.log" 2>&1 \
