@@ -222,7 +222,7 @@ class Bench:
             if rc != 0:
                 bad = [ln for ln in log.splitlines()
                        if "error" in ln.lower() or "racecheck" in ln or "runtime error" in ln]
-                errors.append((bad or [f"driver exit {rc}"])[0][:400])
+                errors.append((bad or [f"driver exit {rc}"])[0][:1200])
         if errors:
             return False, errors[0]
         rc, log = run([self.python, "-m", "gsrender.testing.check", str(out), "--quiet"],
@@ -262,7 +262,7 @@ def main(argv=None) -> int:
     if not cases.is_dir():
         print(f"kernel_mutants: no case set at {cases}", file=sys.stderr)
         return 2
-    bench = Bench(Path(args.work), cases, sys.executable)
+    bench = Bench(Path(args.work).resolve(), cases.resolve(), sys.executable)
     t0 = time.time()
     # the unmutated sources must pass every subset the mutants use (else a kill means nothing)
     bench.mutate(None)
