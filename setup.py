@@ -51,6 +51,10 @@ def _extension():
     define_macros = []
     if os.environ.get("GSRENDER_DEBUG", "0") == "1":
         cxx = ["-O0", "-g", "-std=c++20", "-fopenmp", "-Wall"]
+    # the CPU backend's host-only shortcuts in shared headers (gsrender/common.h): on the C++
+    # sources only, never nvcc's, so the device and the SIMT build of the kernels (which defines
+    # no such macro) compile the same code
+    cxx.append("-DGSR_CPU_BACKEND")
     if not _want_cuda():
         return CppExtension(
             "gsrender._C", sources, include_dirs=include_dirs, define_macros=define_macros,

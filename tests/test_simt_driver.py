@@ -25,12 +25,13 @@ from gsrender.testing import check, make_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ["csrc/cuda/kernels", "csrc/include", "tools/simt", "tools/kernel_driver"]
-# one case per kernel family, forward and backward, both Tensor Core precisions' MMA paths
+# one case per kernel family, forward and backward, both Tensor Core precisions' MMA paths; the
+# deep scene's lists run three chunks
 CASES = ["project_fwd_tiny_aa", "project_bwd_tiny_aa", "sh_bwd_tiny_deg3", "bin_tiles_tiny_t8_sorted",
          "rasterize_fwd_tiny_sorted_D3_f32", "rasterize_fwd_tiny_weighted_D40_f16",
-         "rasterize_fwd_tiny_sorted_D64_bf16", "rasterize_fwd_tiny_sorted_D130_tf32",
+         "rasterize_fwd_deep_weighted_D64_bf16", "rasterize_fwd_tiny_sorted_D130_tf32",
          "rasterize_bwd_tiny_sorted_D3_f32", "rasterize_bwd_tiny_weighted_D40_f16",
-         "rasterize_bwd_tiny_sorted_D16_bf16", "rasterize_bwd_tiny_sorted_D3_det",
+         "rasterize_bwd_deep_sorted_D64_bf16", "rasterize_bwd_tiny_sorted_D3_det",
          "weight_stats_tiny_K4", "contributors_tiny_list"]
 MMA_CASES = [c for c in CASES if c.endswith(("_f16", "_bf16"))]
 

@@ -6,16 +6,23 @@ OUT_DIR holds result cases (tools/kernel_driver, or gsrender.testing.echo): each
 "error: why"). The expected arrays and comparison rules come from the case of the same name in
 CASES_DIR (default: the ``source`` folder the result names). Prints one line per case and a
 summary; exit code 1 when any case fails (an error, a missing output or a rule not met) or no
-case was found. A skipped case (e.g. a Tensor Core case on a GPU older than sm_80) does not fail.
+case was found. A skipped case (e.g. a Tensor Core case on a GPU older than sm_80) fails unless
+``--allow-skip`` is given. With ``--expected`` the results must cover that whole set, and the set
+fails when its longest tile list fits in two chunks (tile_lists.MIN_CHUNKS).
 
 Rules (per expected array; gsrender.testing.make_cases sets them per precision):
   value  err = max |out − exp| / max |exp| (per channel, the last axis, with per_channel) must
          be ≤ tol; with ``outliers`` (a fraction), that many elements may exceed tol as long as
-         all stay within tol_max (the 3DGS early stop flipping on one pixel).
+         all stay within tol_max (the 3DGS early stop, or one Gaussian's α crossing the 1/255
+         cut, flipping on a pixel); the verdict counts them.
   grad   cosine(out, exp) ≥ cos and | ‖out‖ / ‖exp‖ − 1 | ≤ norm; an all-zero expectation needs
-         an all-zero output (≤ 1e-12).
+         an all-zero output (≤ 1e-12). ``channels`` (bars {cos, norm}): the same per channel
+         (the last axis); ``groups``: the same per group of Gaussians by list position
+         (tile_lists.gaussian_groups over the case's tile_offsets / flatten_ids; the rows of a
+         [C, N, ...] array), and exactly 0 for a Gaussian in no list.
   exact  integer arrays equal, up to a fraction max_mismatch of the elements.
-Every rule first requires the shape and dtype of the expected array and finite values.
+Every rule first requires the shape and dtype of the expected array and finite values (the
+driver pre-fills every output a kernel must write with NaN bits, so an unwritten one fails).
 """
 from __future__ import annotations
 

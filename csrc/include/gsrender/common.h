@@ -8,6 +8,10 @@
 #define GSR_HOST_DEVICE inline
 #endif
 
+// GSR_CPU_BACKEND (setup.py, on the CPU backend's C++ sources only): host-only shortcuts in
+// shared headers are keyed on it, not on the absence of __CUDA_ARCH__, so that the kernels'
+// host SIMT build (tools/simt, -DGSR_SIMT) compiles exactly the device's code paths.
+
 // Unroll hint for loops with a compile-time trip count (so small arrays stay in registers);
 // device pass only, so host compilers never see an unknown pragma.
 #if defined(__CUDA_ARCH__)

@@ -148,8 +148,8 @@ GSR_HOST_DEVICE void small_box(const int* r, double mx, double my, double a, dou
 // [r[0], r[2]] × [r[1], r[3]] (its radii box), row by row, meets telling whether the tile is a
 // pair: every tile of the box when conics and opacities are null (box binning), else the tiles
 // its α ≥ 1/255 support ellipse meets (and no call at all when no pixel can contribute). Boxes of
-// up to 3 × 3 tiles (issue 14's 1M scene: all but ~3 %) take a path of their own shape on the host,
-// with no loop: a CPU thread's branches then follow the box shape, not each tile.
+// up to 3 × 3 tiles (on a 1M-Gaussian scene all but ~3 %) take a path of their own shape in the
+// CPU backend, with no loop: a CPU thread's branches then follow the box shape, not each tile.
 template <typename T, class F>
 GSR_HOST_DEVICE void for_each_bin_candidate(const int* r, const T* means2d, const T* conics,
                                             const T* opacities, int64_t i, int tile_size,
@@ -167,9 +167,10 @@ GSR_HOST_DEVICE void for_each_bin_candidate(const int* r, const T* means2d, cons
   double bound;
   if (!support_rect_bound<double>(a, b, c, support_level<double>(opacities[i]), &bound)) return;
   const double ka = -b / a, kc = -b / c;
-#if !defined(__CUDA_ARCH__)
+#if defined(GSR_CPU_BACKEND)
   // (the device keeps the loop: the shapes' code cost the CUDA binning kernels 8–16 registers
-  // each, and no GPU has measured whether it pays there)
+  // each, and no GPU has measured whether it pays there; the SIMT build of the kernels, which
+  // does not define GSR_CPU_BACKEND, runs the device's loop)
   using support_detail::small_box;
   if (r[2] - r[0] < 3 && r[3] - r[1] < 3) {
     switch ((r[2] - r[0]) * 3 + (r[3] - r[1])) {  // (columns − 1)·3 + rows − 1
