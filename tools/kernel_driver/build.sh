@@ -10,6 +10,13 @@
 #   stand-in that runs the kernels on the CPU, docs/cuda.md); no nvcc, no CUDA headers.
 #   Also builds BUILD_DIR/simt_selftest (the runtime's own checks, tools/simt/selftest.cu).
 #   env: CXX (default g++), KDRIVER_SIMT_FLAGS (extra compiler flags)
+#        tools/kernel_driver/build.sh --simt --racecheck [BUILD_DIR]   (default build/kernel_driver_race)
+#   --racecheck: shared / global memory hazards between threads of a block (tools/simt/racecheck.h):
+#   the kernel units under g++'s -fsanitize=thread instrumentation, tools/simt/racecheck.cpp as
+#   its runtime; a hazard aborts the launch naming both source lines (addr2line, -g1 line tables).
+#        tools/kernel_driver/build.sh --simt --asan [BUILD_DIR]   (default build/kernel_driver_asan)
+#   --asan: everything under AddressSanitizer + UBSan (out-of-bounds, misaligned, overflow ...),
+#   every report fatal.
 # env: NVCC (default: nvcc on PATH, else /usr/local/cuda*/bin/nvcc)
 #      KDRIVER_SASS="80 90"  also embed SASS for these archs (ptxas runs: slower build, no JIT)
 #      KDRIVER_JOBS          parallel compiles (default: nproc)
@@ -17,25 +24,46 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "${1:-}" = "--simt" ]; then
   shift
-  OUT=${1:-$ROOT/build/kernel_driver_simt}
+  MODE=plain
+  case "${1:-}" in --racecheck) MODE=race; shift ;; --asan) MODE=asan; shift ;; esac
+  case $MODE in
+    plain) OUT=${1:-$ROOT/build/kernel_driver_simt} ;;
+    race) OUT=${1:-$ROOT/build/kernel_driver_race} ;;
+    asan) OUT=${1:-$ROOT/build/kernel_driver_asan} ;;
+  esac
   mkdir -p "$OUT"
   CXX=${CXX:-g++}
   command -v "$CXX" >/dev/null || { echo "build.sh: $CXX not found (set CXX)" >&2; exit 2; }
   # -ffp-contract=off: no FMA contraction on hosts / -march flags that have FMA (IEEE like the CPU
   # backend; nvcc's contraction is one of the last-bit differences the checker allows for)
   FLAGS="-O2 -std=c++20 -DGSR_SIMT -ffp-contract=off -Wno-unknown-pragmas -I$ROOT/tools/simt -I$ROOT/csrc/include -include $ROOT/tools/simt/prelude.h ${KDRIVER_SIMT_FLAGS:-}"
+  KFLAGS="" LDFLAGS="" EXTRA=""  # kernel units only / the link / more runtime sources
+  case $MODE in
+    race)
+      FLAGS="$FLAGS -DGSR_SIMT_RACECHECK=1 -g1"
+      KFLAGS="-fsanitize=thread --param=tsan-instrument-func-entry-exit=0"
+      LDFLAGS="-no-pie"  # absolute addresses for addr2line
+      EXTRA="$ROOT/tools/simt/racecheck.cpp" ;;
+    asan)
+      # -O1: half of -O2's compile time under the sanitizers
+      FLAGS="$FLAGS -O1 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+      LDFLAGS="-fsanitize=address,undefined" ;;
+  esac
   JOBS=${KDRIVER_JOBS:-$(nproc)}
-  export CXX FLAGS OUT
+  export CXX FLAGS KFLAGS OUT
   t0=$(date +%s)
   mkdir -p "$OUT/obj" "$OUT/kernels"
   rm -f "$OUT"/obj/*.o "$OUT"/kernels/*.o
   { ls "$ROOT"/csrc/cuda/kernels/*.cu | sed "s|\$| kernels|"
     printf '%s obj\n' "$ROOT/tools/kernel_driver/driver.cu" "$ROOT/tools/simt/simt.cpp" \
-      "$ROOT/tools/simt/selftest.cu"; } |
-    xargs -P "$JOBS" -L1 sh -c '$CXX $FLAGS -x c++ -c "$0" -o "$OUT/$1/$(basename "$0").o" || exit 255'
-  "$CXX" "$OUT"/kernels/*.o "$OUT/obj/driver.cu.o" "$OUT/obj/simt.cpp.o" -o "$OUT/kernel_driver"
-  "$CXX" "$OUT/obj/selftest.cu.o" "$OUT/obj/simt.cpp.o" -o "$OUT/simt_selftest"
-  echo "built $OUT/kernel_driver (SIMT, CPU) in $(( $(date +%s) - t0 )) s ($CXX)"
+      "$ROOT/tools/simt/selftest.cu" $EXTRA; } |
+    xargs -P "$JOBS" -L1 sh -c 'k=""; [ "$1" = kernels ] && k=$KFLAGS
+      $CXX $FLAGS $k -x c++ -c "$0" -o "$OUT/$1/$(basename "$0").o" || exit 255'
+  RT="$OUT/obj/simt.cpp.o"
+  [ -n "$EXTRA" ] && RT="$RT $OUT/obj/$(basename "$EXTRA").o"
+  "$CXX" $LDFLAGS "$OUT"/kernels/*.o "$OUT/obj/driver.cu.o" $RT -o "$OUT/kernel_driver"
+  "$CXX" $LDFLAGS "$OUT/obj/selftest.cu.o" $RT -o "$OUT/simt_selftest"
+  echo "built $OUT/kernel_driver (SIMT, CPU, $MODE) in $(( $(date +%s) - t0 )) s ($CXX)"
   exit 0
 fi
 OUT=${1:-$ROOT/build/kernel_driver}

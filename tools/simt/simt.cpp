@@ -14,6 +14,14 @@
 #include <vector>
 
 #include "simt.h"
+#if GSR_SIMT_RACECHECK
+#include "racecheck.h"
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #if !defined(__x86_64__) && !defined(GSR_SIMT_UCONTEXT)
 #define GSR_SIMT_UCONTEXT 1
@@ -112,33 +120,70 @@ Block g;
 std::string g_last_error_msg;
 cudaError_t g_last_error = cudaSuccess;
 
+// AddressSanitizer must know which stack runs (the --asan build): each switch is announced
+// (start) and confirmed on the other side (finish).
+#if defined(__SANITIZE_ADDRESS__)
+void* g_asan_fake = nullptr;  // unused without detect_stack_use_after_return
+const void* g_sched_bottom = nullptr;
+size_t g_sched_size = 0;
+void asan_arrived_in_thread() {
+  __sanitizer_finish_switch_fiber(nullptr, &g_sched_bottom, &g_sched_size);
+}
+#else
+void asan_arrived_in_thread() {}
+#endif
+
 void to_scheduler(Thread& t) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(t.state == State::kDone ? nullptr : &g_asan_fake, g_sched_bottom,
+                                 g_sched_size);
+#endif
 #if GSR_SIMT_UCONTEXT
   swapcontext(&t.ctx, &g.sched);
 #else
   gsr_simt_switch(&t.sp, g.sched_sp);
 #endif
+  asan_arrived_in_thread();
 }
 
 void resume(Thread& t) {
   g.cur = &t;
   threadIdx = t.idx;
+#if GSR_SIMT_RACECHECK
+  race::enter_thread(static_cast<int>(&t - g.threads.data()), t.stack + kGuard,
+                     t.stack + kGuard + kStackBytes);
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, t.stack + kGuard, kStackBytes);
+#endif
 #if GSR_SIMT_UCONTEXT
   swapcontext(&g.sched, &t.ctx);
 #else
   gsr_simt_switch(&g.sched_sp, t.sp);
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+#if GSR_SIMT_RACECHECK
+  race::leave_thread();
 #endif
   g.cur = nullptr;
 }
 
 void run_copies(const std::vector<AsyncCopy>& v) {
   for (const AsyncCopy& c : v) {
+#if GSR_SIMT_RACECHECK
+    race::access(c.src, static_cast<size_t>(c.bytes), false, false, c.pc);
+    race::access(c.dst, static_cast<size_t>(c.bytes + c.zero_fill), true, false, c.pc);
+#endif
     std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
     std::memset(static_cast<char*>(c.dst) + c.bytes, 0, static_cast<size_t>(c.zero_fill));
   }
 }
 
 void thread_main() {
+  asan_arrived_in_thread();
   Thread& t = *g.cur;
   g.body(g.ctx);
   // a thread's outstanding cp.async copies still land
@@ -169,6 +214,10 @@ void init_thread(Thread& t, uint3 idx) {
   t.state = State::kRunnable;
   t.idx = idx;
   t.uncommitted.clear(), t.groups.clear();
+#if defined(__SANITIZE_ADDRESS__)
+  // a thread abandoned by an aborted launch leaves its frames' redzones poisoned
+  __asan_unpoison_memory_region(t.stack + kGuard, kStackBytes);
+#endif
   char* top = t.stack + kStackBytes + kGuard;
 #if GSR_SIMT_UCONTEXT
   getcontext(&t.ctx);
@@ -236,6 +285,9 @@ bool try_complete_warp(int w) {
     }
     if (!ready) continue;
     a.combine(recs, 32, a.mask);
+#if GSR_SIMT_RACECHECK
+    if (std::strcmp(a.kind, "__syncwarp") == 0) race::warp_sync(w, a.mask);
+#endif
     for (int l = 0; l < 32; ++l)
       if ((a.mask >> l) & 1u) g.threads[lo + l].state = State::kRunnable;
     return true;
@@ -265,6 +317,9 @@ bool try_complete_barrier() {
   for (int i = 0; i < g.n; ++i)
     if (g.threads[i].state == State::kWaiting) recs[i] = g.threads[i].wait.rec;
   a->combine(recs.data(), g.n, 0);
+#if GSR_SIMT_RACECHECK
+  race::block_barrier();
+#endif
   for (int i = 0; i < g.n; ++i)
     if (g.threads[i].state == State::kWaiting) g.threads[i].state = State::kRunnable;
   (void)live;
@@ -331,7 +386,7 @@ void arrive(const Arrival& a) {
 int lane_id() { return static_cast<int>((g.cur - g.threads.data()) % 32); }
 
 void fail(const char* fmt, ...) {
-  char buf[512];
+  char buf[4096];  // race reports name two inline chains
   va_list ap;
   va_start(ap, fmt);
   std::vsnprintf(buf, sizeof buf, fmt, ap);
@@ -344,7 +399,14 @@ void fail(const char* fmt, ...) {
   std::abort();
 }
 
-void async_issue(const AsyncCopy& c) { g.cur->uncommitted.push_back(c); }
+void async_issue(AsyncCopy c) {
+  c.pc = __builtin_return_address(0);  // in the kernel: the cp.async wrapper is inlined there
+#if GSR_SIMT_RACECHECK
+  // the copy may land any time until its wait: it conflicts with what precedes the issue too
+  race::access(c.dst, static_cast<size_t>(c.bytes + c.zero_fill), true, false, c.pc);
+#endif
+  g.cur->uncommitted.push_back(c);
+}
 void async_commit() {
   Thread& t = *g.cur;
   t.groups.push_back(std::move(t.uncommitted));
@@ -416,7 +478,13 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void*), void* ctx
                                        static_cast<unsigned>(i / block.x % block.y),
                                        static_cast<unsigned>(i / (block.x * block.y))});
           g.error.clear();
+#if GSR_SIMT_RACECHECK
+          race::begin_block(g.n);
+#endif
           run_block();
+#if GSR_SIMT_RACECHECK
+          race::end_block();
+#endif
         }
   } catch (const Abort& e) {
     g_last_error = cudaErrorLaunchFailure;
@@ -456,10 +524,17 @@ const char* cudaGetErrorString(cudaError_t e) {
   return cudaGetErrorName(e);
 }
 cudaError_t cudaMalloc(void** p, size_t bytes) {
-  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  return *p || !bytes ? cudaSuccess : cudaErrorMemoryAllocation;
+  // exactly `bytes` (256-aligned like cudaMalloc), so the ASan build sees a read past the end
+  if (posix_memalign(p, 256, bytes ? bytes : 1) != 0) return *p = nullptr, cudaErrorMemoryAllocation;
+#if GSR_SIMT_RACECHECK
+  gsr_simt::race::note_alloc(*p, bytes);
+#endif
+  return cudaSuccess;
 }
 cudaError_t cudaFree(void* p) {
+#if GSR_SIMT_RACECHECK
+  gsr_simt::race::note_free(p);
+#endif
   std::free(p);
   return cudaSuccess;
 }

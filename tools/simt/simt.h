@@ -125,8 +125,9 @@ struct AsyncCopy {
   void* dst;
   const void* src;
   int bytes, zero_fill;
+  const void* pc;  // the issuing instruction (race reports)
 };
-void async_issue(const AsyncCopy& c);
+void async_issue(AsyncCopy c);
 void async_commit();
 void async_wait(int pending_groups);
 
@@ -309,8 +310,16 @@ inline std::common_type_t<A, B> max(A a, B b) {
 }
 
 // ---- atomics (blocks and threads run one at a time: plain read-modify-write) ---------------
+#if GSR_SIMT_RACECHECK
+#include "racecheck.h"
+// not instrumented as plain accesses: the race check records one atomic access at the caller
+template <class T, class F>
+__attribute__((noinline, no_sanitize_thread)) T gsr_simt_rmw(T* p, F f) {
+  gsr_simt::race::access(p, sizeof(T), true, true, __builtin_return_address(0));
+#else
 template <class T, class F>
 inline T gsr_simt_rmw(T* p, F f) {
+#endif
   const T old = *p;
   *p = f(old);
   return old;

@@ -145,18 +145,21 @@ inline void ldmatrix_combine(void* const* recs, int, unsigned) {
   }
 }
 
-inline void ldmatrix(uint32_t* r, int n, bool trans, const void* addr, const char* kind,
+__attribute__((always_inline)) inline void ldmatrix(uint32_t* r, int n, bool trans, const void* addr, const char* kind,
                      const char* file, int line) {
+#if GSR_SIMT_RACECHECK
+  if (lane_id() < 8 * n) race::read_here(addr, 16);  // the rows this lane addresses
+#endif
   LdmRec rec{addr, r, n, trans};
   arrive({Scope::kWarp, kind, 0xffffffffu, file, line, &rec, &ldmatrix_combine});
 }
 
 // cp.async.cg 16 bytes: queued per thread, copied when a wait_group retires its group.
-inline void cp_async16(void* dst, const void* src, int src_bytes) {
+__attribute__((always_inline)) inline void cp_async16(void* dst, const void* src, int src_bytes) {
   if (reinterpret_cast<uintptr_t>(dst) % 16 || reinterpret_cast<uintptr_t>(src) % 16)
     fail("cp.async.cg: addresses %p <- %p are not 16-byte aligned", dst, src);
   if (src_bytes < 0 || src_bytes > 16) fail("cp.async.cg: src-size %d not in [0, 16]", src_bytes);
-  async_issue({dst, src, src_bytes, 16 - src_bytes});
+  async_issue({dst, src, src_bytes, 16 - src_bytes, nullptr});
 }
 
 // cvt.rna.tf32.f32: round to nearest, ties away from zero, to 10 explicit mantissa bits.

@@ -98,6 +98,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       int pos1[4];
       float phi[4];
       lane_columns(sh.cs, packed, lane, g0, count, chunk0, lg, pos1, phi);
+      __syncwarp();  // the previous group's ldmatrix reads of the W rows are done
       float alpha[2][2][4], w[2][2][4];
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
