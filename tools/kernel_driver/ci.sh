@@ -75,3 +75,5 @@ done
 echo "kernel_driver CI: $n cases through the driver's and Python's case I/O, all $n perturbed ones rejected"
 echo "kernel_driver CI: all $n cases pass through the real kernels on the CPU (SIMT runtime); $(grep '^set:' "$WORK/simt_check.log")"
 echo "kernel_driver CI: build $((t1 - t0)) s, cases $((t2 - t1)) s ($(du -sm "$WORK/cases" | cut -f1) MB), checks $((t3 - t2)) s, SIMT build $((t4 - t3)) s, SIMT run + check $(( $(date +%s) - t4 )) s ($JOBS drivers)"
+# what compute-sanitizer would catch, on the CPU: the race check and ASan + UBSan on a subset
+tools/kernel_driver/sanitize_ci.sh "$WORK/cases" "$PY"
