@@ -4,6 +4,7 @@ images of a ground-truth room (gsrender.synthetic.trained), scored against the g
     python benchmarks/voda_trained.py --quick --out out/voda_trained_quick    # CI size, <= 3 min
     python benchmarks/voda_trained.py --out out/voda_trained 2000 2001 2002 2003 2004
     python benchmarks/voda_trained.py --size full --splits isolated occluding --out DIR SEEDS...
+    python benchmarks/voda_trained.py --out DIR --resume DIR/results.partial.json SEEDS...
 
 Positional arguments are the scene seeds (default EVAL_SEEDS). Each (split, seed) scene is
 trained once and cached under --scenes (out/trained_scenes). Methods (PROTOCOL["methods"]):
@@ -229,6 +230,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="output folder")
     ap.add_argument("--scenes", type=Path, default=Path("out/trained_scenes"),
                     help="trained-scene cache (default out/trained_scenes)")
+    ap.add_argument("--resume", type=Path, default=None, metavar="PARTIAL",
+                    help="reuse the rows of a stopped run's results.partial.json (its scenes "
+                         "are not run again; with every scene there, only the summary is written)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     p = QUICK if args.quick else PROTOCOL
@@ -243,10 +247,18 @@ def main(argv=None) -> int:
 
     cfg = VodaConfig(**p["voda"])
     rows, t0 = [], time.perf_counter()
+    done = {}
+    if args.resume:
+        done = {(r["scene"]["split"], r["scene"]["seed"]): r
+                for r in json.loads(args.resume.read_text())["rows"]}
     jobs = [(sp, sd) for sp in args.splits for sd in seeds]
     bar = tqdm(total=len(jobs) * len(methods), disable=args.no_progress, unit="run",
                dynamic_ncols=True)
     for i, (split, seed) in enumerate(jobs):
+        if (split, seed) in done:
+            rows.append(done[(split, seed)])
+            bar.update(len(methods))
+            continue
         bar.set_description(f"{split} {seed}: scene")
         ts = T.load_or_train(size, seed, split, root=args.scenes, progress=not args.no_progress)
         sc = Scene(ts, cfg)
