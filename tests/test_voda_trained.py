@@ -132,7 +132,7 @@ def test_quick_benchmark_invariants(quick, scenes, tmp_path):
     assert res["size"] == "quick" and res["seeds"] == [0]
     assert set(res["seeds"]).isdisjoint(B.EVAL_SEEDS)
     row = res["rows"][0]["methods"]
-    assert set(row) == set(B.PROTOCOL["methods"])
+    assert set(row) == set(B.QUICK["methods"])
     for m, v in row.items():
         for k in B.METRICS:
             assert math.isfinite(v[k]), (m, k)
