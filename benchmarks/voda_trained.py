@@ -62,7 +62,8 @@ PROTOCOL = {
 # --quick also runs gg-2d ± VODA (Gaussian Grouping's 2D loss alone), which PROTOCOL leaves out:
 # its 3D term, as released (λ 2/256 every 5th iteration), barely acts: on tuning seed 0 (quick)
 # gg-2d and gg gave the same nRDE (0.476)
-QUICK = {**PROTOCOL, "methods": ("gg-2d", "gg-2d+voda", *PROTOCOL["methods"]), "iters": 40, "curve_every": 20, "voda": {**PROTOCOL["voda"], "warmup": 10}}
+QUICK = {**PROTOCOL, "methods": ("gg-2d", "gg-2d+voda", *PROTOCOL["methods"]), "iters": 40,
+         "curve_every": 20, "voda": {**PROTOCOL["voda"], "warmup": 10}}
 
 
 def voda_config(p: dict, method: str) -> VodaConfig | None:

@@ -31,9 +31,9 @@ training views (the rig's design target), overall and for floor / walls / object
 
 Sizes (SIZES): "full" is the documented study size (>= 100 training views at 320x240); "small"
 100 training views at 128x96 with a lighter room and schedule (what a shared 2-core machine
-evaluates); "quick" the CI size (trains in seconds). The cache folder is <root>/<size>_<split>_<seed>/ holding
-point_cloud.ply (the trained model), cameras_train.json / cameras_test.json
-(gsrender.cameras.cameras_from_json) and report.json; the ground truth and its
+evaluates); "quick" the CI size (trains in seconds). The cache folder is
+<root>/<size>_<split>_<seed>/ holding point_cloud.ply (the trained model), cameras_train.json /
+cameras_test.json (gsrender.cameras.cameras_from_json) and report.json; the ground truth and its
 renders are regenerated from the seed (deterministic) when loaded.
 """
 from __future__ import annotations
