@@ -1,4 +1,4 @@
-"""Removal-3D benchmark (issues #4, #16): the baselines with and without VODA on seeded scenes.
+"""Removal-3D benchmark: the baselines with and without VODA on seeded scenes.
 
 Methods: identity, grouping (identity + Gaussian Grouping's 3D kNN regulariser), distill
 (view-dependent 2D features), each with and without VODA, and vote (training-free projection
@@ -44,8 +44,8 @@ COLUMNS = ("rde", "nrde", "collateral", "gaussian_iou", "recall_q1", "miou", "it
 HEADERS = ("RDE", "nRDE", "collat", "G-IoU", "rec-Q1", "mIoU", "it ms")
 METHODS = (*(f"{b}{v}" for b in TRAINED for v in ("", "+voda")), "vote")
 
-# Seeds. The VODA defaults (VodaConfig) were chosen on seeds 0-2 (issue #4's runs, --quick uses
-# seed 0), and this session's smoke runs used seed 0 only: those are the tuning seeds. The
+# Seeds. The VODA defaults (VodaConfig) were chosen on seeds 0-2 (--quick uses seed 0),
+# and the smoke runs used seed 0 only: those are the tuning seeds. The
 # evaluation seeds below were never run before the defaults were frozen.
 TUNING_SEEDS = (0, 1, 2)
 EVAL_SEEDS = (1000, 1001, 1002, 1003, 1004)
@@ -56,8 +56,8 @@ EVAL_SEEDS = (1000, 1001, 1002, 1003, 1004)
 PROTOCOL = {"objects": 3, "per_object": 250, "n_floor": 800, "n_walls": 500, "width": 80,
             "height": 60, "rings": 2, "per_ring": 4, "iters": 100, "refit_iters": 24,
             "rgb_optimised": True}
-# structure -> (splits, methods) of the main tables, and the sweeps. Re-scoped after the first
-# --protocol run (commit 38f461d) proved ~4x over the compute budget: fewer splits, methods and
+# structure -> (splits, methods) of the main tables, and the sweeps. Re-scoped when the
+# --protocol run at commit 38f461d proved ~4x over the compute budget: fewer splits, methods and
 # sweep points; no method default, size or seed changed (its finished rows are reused with
 # --resume).
 MAIN = {"shells": (("isolated", "occluding"),
@@ -72,21 +72,21 @@ SWEEPS = {  # name -> (SceneParams field or "K_max", values); every sweep on the
     "shells": ("n_shells", (1, 3, 5)),
 }
 
-# The second protocol run (--layout extra, same frozen defaults, sizes and seeds): the composite
+# The extra layout (--layout extra, same frozen defaults, sizes and seeds): the composite
 # scene (the real plant in the room), every method on the touching and thin splits, distill on
-# isolated / occluding (the other methods' rows come from the first run with --resume), and the
+# isolated / occluding (the other methods' rows come from the main layout with --resume), and the
 # opacity sweep with the strongest baseline (grouping) beside identity.
 EXTRA = {"plant": (("isolated",), METHODS),
          "shells": (("touching", "thin", "isolated", "occluding"), METHODS)}
 EXTRA_SWEEPS = {"opacity": ("opacity", ((0.5, 0.7), (0.7, 0.9), (0.9, 0.99)))}
 EXTRA_SWEEP_METHODS = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
-# The third run (issue #16's remaining gaps; same frozen defaults, sizes and seeds): every
-# method on the `surface` objects (identity ± VODA come from the first run with --resume), and
+# The surface / plant_full / sweeps_grouping layouts (same frozen defaults, sizes and seeds): every
+# method on the `surface` objects (identity ± VODA come from the main layout with --resume), and
 # the undecimated plant (all 113,648 Gaussians, ~8x the decimated one's cost) on the first
-# evaluation seeds with --n-seeds, beside the decimated plant of the second run on the same
+# evaluation seeds with --n-seeds, beside the decimated plant of the extra layout on the same
 # seeds (same yaw and placement) to measure what decimation changes.
 # ... and the sweeps (size, K_max, camera distance, shell count) with the strongest baseline,
-# grouping ± VODA, beside identity ± VODA and vote (whose rows come from the first run's sweep
+# grouping ± VODA, beside identity ± VODA and vote (whose rows come from the main layout's sweep
 # JSONs with --resume).
 SWEEPS_GROUPING = ("identity", "identity+voda", "grouping", "grouping+voda", "vote")
 SURFACE = {"surface": (("isolated", "occluding", "touching", "thin"), METHODS)}
@@ -353,9 +353,9 @@ def main(argv=None) -> int:
                     help="print the hidden share of a trained .splat (default: the shared plant)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--layout", choices=tuple(LAYOUTS), default="main",
-                    help="--protocol: the first run's tables and sweeps (main), the second's "
-                         "(extra: composite plant scene, touching / thin, distill, opacity) or "
-                         "the third's (surface: every method on `surface`; plant_full: the "
+                    help="--protocol: the main tables and sweeps (main), the extra ones "
+                         "(extra: composite plant scene, touching / thin, distill, opacity), "
+                         "surface (every method on `surface`) or plant_full (the "
                          "undecimated plant)")
     ap.add_argument("--n-seeds", type=int, default=None,
                     help="--protocol: only the first N evaluation seeds (a subset run)")

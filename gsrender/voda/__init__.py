@@ -1,4 +1,4 @@
-"""VODA: depth-aware volumetric supervision for 3D segmentation of Gaussians (docs/design.md §7, issue #4).
+"""VODA: depth-aware volumetric supervision for 3D segmentation of Gaussians (docs/design.md §7).
 
 clusters  per-pixel contributors and their depth clusters (the `contributors` op), F_c
 loss      the VODA objective (cluster choice c*, volumetric and boundary-weighted pixel losses)

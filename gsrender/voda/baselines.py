@@ -5,9 +5,13 @@ IdentityBaseline   Gaussian Grouping / Gaga style: 16-d identity per Gaussian, 1
                    classifier on the rendered map, cross-entropy on mask ids.
 GroupingBaseline   IdentityBaseline plus Gaussian Grouping's 3D regulariser: the KL divergence
                    between the class distribution of a sampled Gaussian and those of its k
-                   nearest Gaussians in 3D (k = 5 counting itself, 800 samples, weight 2 / n_classes,
-                   as in Gaussian Grouping's loss_cls_3d), which spreads labels from the visible
-                   surface to the Gaussians right behind it.
+                   nearest Gaussians in 3D (k = 5 counting itself), weight / n_classes (as
+                   Gaussian Grouping's loss_cls_3d), which spreads labels from the visible
+                   surface to the Gaussians right behind it. make_baseline("grouping") is the
+                   stronger variant (un-normalised cross-entropy on n_objects + 1 classes, 800
+                   samples every iteration); make_baseline("gg") is Gaussian Grouping as
+                   released (GG_RELEASED: 256 classes, cross-entropy / ln 256, 1,000 samples
+                   every 5th iteration) and "gg-2d" the same without the 3D term.
 DistillBaseline    LangSplat / Feature 3DGS style: the rendered map regresses each view's 2D
                    feature map, here a per-view noisy embedding of each mask (a stand-in for the
                    CLIP/DINO feature of a SAM mask, which changes with the view), with a cosine
@@ -22,6 +26,8 @@ pixel_loss, class_scores (per-Gaussian, for selection), segment (rendered map ->
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -30,6 +36,11 @@ KNN_K = 5            # Gaussian Grouping's reg3d_k (its neighbour set includes t
 KNN_SAMPLES = 800    # Gaussians sampled per iteration for the 3D regulariser
 KNN_LAMBDA = 2.0     # Gaussian Grouping's reg3d_lambda_val (the loss is divided by n_classes)
 VIEW_NOISE = 0.5     # norm of the per-view perturbation of a mask's unit embedding
+# Gaussian Grouping as released (lkeab/gaussian-grouping, config/gaussian_dataset/train.json:
+# num_classes 256, reg3d_interval 5, reg3d_k 5, reg3d_lambda_val 2, reg3d_sample_size 1000;
+# train.py divides the cross-entropy by ln(num_classes), utils/loss_utils.py's loss_cls_3d the
+# KL term by num_classes)
+GG_RELEASED = {"n_classes": 256, "every": 5, "k": 5, "weight": 2.0, "samples": 1000}
 
 
 def _init_features(n: int, dim: int, gen: torch.Generator) -> torch.nn.Parameter:
@@ -49,6 +60,8 @@ def knn(points: torch.Tensor, k: int, chunk: int = 1024) -> torch.Tensor:
 class Baseline:
     """Defaults for what a baseline does not use: one target for every view, no 3D term."""
 
+    reg_every = 1  # iterations between applications of the 3D term (1: every iteration)
+
     def set_view(self, index: int) -> None:
         pass
 
@@ -60,8 +73,11 @@ class IdentityBaseline(Baseline):
     name = "identity"
     select_threshold = 0.5  # class probability
 
-    def __init__(self, n_gaussians: int, n_classes: int, dim: int = FEATURE_DIM, seed: int = 0):
+    def __init__(self, n_gaussians: int, n_classes: int, dim: int = FEATURE_DIM, seed: int = 0,
+                 ce_scale: float = 1.0):
+        """ce_scale multiplies the cross-entropy (Gaussian Grouping: 1 / ln(n_classes))."""
         gen = torch.Generator().manual_seed(seed)
+        self.ce_scale = float(ce_scale)
         self.features = _init_features(n_gaussians, dim, gen)
         self.classifier = torch.nn.Linear(dim, n_classes)
         with torch.no_grad():
@@ -75,13 +91,13 @@ class IdentityBaseline(Baseline):
     def render_loss(self, rendered: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """rendered [...,D], labels [...] (-1 = unlabelled) -> mean cross-entropy."""
         keep = labels >= 0
-        return F.cross_entropy(self.classifier(rendered[keep]), labels[keep])
+        return self.ce_scale * F.cross_entropy(self.classifier(rendered[keep]), labels[keep])
 
     def score(self, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return self.classifier(feats).softmax(-1).gather(-1, labels[..., None])[..., 0]
 
     def pixel_loss(self, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.classifier(feats), labels, reduction="none")
+        return self.ce_scale * F.cross_entropy(self.classifier(feats), labels, reduction="none")
 
     def class_scores(self, feats: torch.Tensor | None = None) -> torch.Tensor:
         """[N, n_classes] class probabilities of per-Gaussian features."""
@@ -96,12 +112,15 @@ class GroupingBaseline(IdentityBaseline):
 
     def __init__(self, n_gaussians: int, n_classes: int, means: torch.Tensor,
                  dim: int = FEATURE_DIM, seed: int = 0, k: int = KNN_K,
-                 samples: int = KNN_SAMPLES, weight: float = KNN_LAMBDA):
-        super().__init__(n_gaussians, n_classes, dim, seed)
+                 samples: int = KNN_SAMPLES, weight: float = KNN_LAMBDA, every: int = 1,
+                 ce_scale: float = 1.0):
+        super().__init__(n_gaussians, n_classes, dim, seed, ce_scale)
         if means.shape != (n_gaussians, 3):
             raise ValueError(f"means must have shape [{n_gaussians}, 3], got {tuple(means.shape)}")
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
         self.neighbours = knn(means.detach().float(), k)  # frozen geometry: computed once
-        self.samples, self.weight = samples, weight
+        self.samples, self.weight, self.reg_every = samples, weight, int(every)
 
     def regularizer(self, gen: torch.Generator) -> torch.Tensor:
         """weight/n_classes · mean over sampled Gaussians j and neighbours m of KL(P_j ‖ P_m)."""
@@ -220,15 +239,25 @@ def confident(baseline, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tens
 
 
 TRAINED = ("identity", "grouping", "distill")
+RELEASED = ("gg-2d", "gg")  # Gaussian Grouping as released, without and with its 3D term
 
 
 def make_baseline(name: str, means: torch.Tensor, n_classes: int, n_views: int, seed: int = 0):
-    """A trained baseline (TRAINED) for a scene of Gaussians at `means` [N,3] and n_views views."""
+    """A trained baseline (TRAINED or RELEASED) for a scene of Gaussians at `means` [N,3],
+    n_classes mask ids and n_views views."""
     n = means.shape[0]
     if name == "identity":
         return IdentityBaseline(n, n_classes, seed=seed)
     if name == "grouping":
         return GroupingBaseline(n, n_classes, means, seed=seed)
+    if name in RELEASED:
+        g = GG_RELEASED
+        classes = max(n_classes, g["n_classes"])
+        scale = 1.0 / math.log(classes)
+        if name == "gg-2d":
+            return IdentityBaseline(n, classes, seed=seed, ce_scale=scale)
+        return GroupingBaseline(n, classes, means, seed=seed, k=g["k"], samples=g["samples"],
+                                weight=g["weight"], every=g["every"], ce_scale=scale)
     if name == "distill":
         return DistillBaseline(n, n_classes, seed=seed, n_views=n_views)
-    raise ValueError(f"baseline must be one of {TRAINED}, got {name!r}")
+    raise ValueError(f"baseline must be one of {TRAINED + RELEASED}, got {name!r}")

@@ -52,7 +52,7 @@ def evaluate(model: GaussianModel, baseline, ev: EvalViews, objects=None) -> dic
                                       ev.masks == k, full=ev.full, expected=ev.expected[k],
                                       contribution=ev.contribution))
     out = {key: sum(r[key] for r in rows) / max(len(rows), 1)
-           for key in ("rde", "nrde", "collateral", "gaussian_iou", "recall_q1")}
+           for key in ("rde", "rde_raw", "nrde", "collateral", "gaussian_iou", "recall_q1")}
     with torch.no_grad():
         seg = torch.cat([baseline.segment(render_features(m, baseline.features, ev.width,
                                                           ev.height)) for m in ev.metas])

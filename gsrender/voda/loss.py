@@ -31,6 +31,7 @@ class VodaConfig:
     n_pixels: int = 512           # labelled pixels sampled per view and iteration
     veto: bool = False            # skip members the baseline confidently gives another class
     enclose: bool = False         # skip members behind the last one confidently of the label
+    objects_only: bool = False    # sample only object pixels (id > 0), not background ones
 
     def __post_init__(self):
         for name in ("tau_rel", "tau_abs", "lambda_vol", "lambda_pix", "boundary_weight"):

@@ -34,9 +34,11 @@ def _abs_err(d, a, d_exp):
     return torch.where(a < HOLE_ALPHA, d_exp, (d - d_exp).abs())
 
 
-def rde(d_removed, a_removed, d_exp, mask) -> float:
-    """Mean over mask pixels of min(1, |D[G∖S] − D_exp| / D_exp); a hole counts 1."""
-    rel = (_abs_err(d_removed, a_removed, d_exp) / d_exp.clamp_min(1e-8)).clamp_max(1.0)
+def rde(d_removed, a_removed, d_exp, mask, cap: bool = True) -> float:
+    """Mean over mask pixels of |D[G∖S] − D_exp| / D_exp, a hole counting 1; with cap, each
+    pixel's error capped at 1 (min(1, ·)) as the hand-built studies report it."""
+    rel = _abs_err(d_removed, a_removed, d_exp) / d_exp.clamp_min(1e-8)  # a hole: D_exp / D_exp
+    rel = rel.clamp_max(1.0) if cap else rel
     return float(rel[mask].mean()) if mask.any() else 0.0
 
 
@@ -99,20 +101,25 @@ def recall_per_quartile(selected: torch.Tensor, truth: torch.Tensor,
 HIDDEN_REL = 1e-3  # "near-zero" rendered weight: under this fraction of the median Gaussian's
 
 
+def hidden_mask(w_sum: torch.Tensor) -> torch.Tensor:
+    """bool [N]: the hidden Gaussians given their rendered weights summed over every pixel of the
+    training views (weight_stats' w_sum): Σw < HIDDEN_REL · the median Gaussian's Σw. The one
+    definition of "hidden" (what a loss on rendered pixels cannot reach)."""
+    return w_sum < HIDDEN_REL * w_sum.median()
+
+
 def hidden_share(model: GaussianModel, viewmats, Ks, width: int, height: int,
                  subset: torch.Tensor | None = None) -> float:
-    """Share of the Gaussians (of `subset`, bool [N], all by default) whose rendered weight summed
-    over every pixel of the views (the weight_stats op) is near zero (< HIDDEN_REL · the median
-    over all the model's Gaussians): how much of a model a loss on rendered pixels cannot reach."""
+    """Share of the Gaussians (of `subset`, bool [N], all by default) that hidden_mask calls
+    hidden over the views."""
     from gsrender.loc.stats import weight_stats
 
-    w = weight_stats(model, viewmats, Ks, width, height).w_sum
-    thr = HIDDEN_REL * w.median()
+    hid = hidden_mask(weight_stats(model, viewmats, Ks, width, height).w_sum)
     if subset is not None:
-        w = w[subset]
-    if w.numel() == 0:
+        hid = hid[subset]
+    if hid.numel() == 0:
         raise ValueError("hidden_share: no Gaussians in subset")
-    return float((w < thr).float().mean())
+    return float(hid.float().mean())
 
 
 def iou(pred: torch.Tensor, gt: torch.Tensor) -> float:
@@ -149,6 +156,7 @@ def removal_metrics(scene: GaussianModel, selected: torch.Tensor, truth: torch.T
         scene, viewmats, Ks, width, height)
     rec = recall_per_quartile(selected, truth, contrib)
     return {"rde": rde(d_rem, a_rem, d_exp, mask),
+            "rde_raw": rde(d_rem, a_rem, d_exp, mask, cap=False),
             "nrde": nrde(d_rem, a_rem, d_full, a_full, d_exp, mask),
             "collateral": collateral(d_rem, a_rem, d_exp, a_exp, masks),
             "gaussian_iou": gaussian_iou(selected, truth, scene.opacities),

@@ -1,5 +1,5 @@
 """Removal-3D: seeded procedural scenes with ground-truth per-Gaussian object ids for measuring how
-much of an object a 3D segmentation actually selects (docs/design.md §7, issue #4).
+much of an object a 3D segmentation actually selects (docs/design.md §7).
 
 A scene is a textured floor and walls stored completely (also under the objects) plus 3-6
 objects of one of two structures: "shells", nested shells of gsrender.synthetic.object_blob (the
@@ -147,7 +147,7 @@ def layered_object(kind: str, center, size: float, color, object_id: int, n: int
     return m
 
 
-def _placements(split: str, n: int, gen: torch.Generator):
+def placements(split: str, n: int, gen: torch.Generator):
     """(kind, (x, y), size, squash) per object for a split."""
     kinds = [S.OBJECT_KINDS[int(i)] for i in torch.randint(len(S.OBJECT_KINDS), (n,), generator=gen)]
     size = lambda: 0.45 + 0.25 * float(torch.rand(1, generator=gen))
@@ -196,7 +196,7 @@ def make_scene_model(split: str, seed: int = 0, n_objects: int | None = None,
         parts.append(plant_object((0.0, 0.0, 0.01), 1, seed, n=n_plant,
                                   height=0.7 * params.size_scale))
         return GaussianModel.cat(parts), 1
-    for i, (kind, (x, y), size, squash) in enumerate(_placements(split, n, gen)):
+    for i, (kind, (x, y), size, squash) in enumerate(placements(split, n, gen)):
         size = size * params.size_scale  # the layout stays: a size sweep belongs on "isolated"
         z = S.object_half_height(kind, size) + 0.01
         parts.append(layered_object(kind, (x, y, z), size, PALETTE[i], i + 1, n_per_object,

@@ -74,36 +74,60 @@ def _single_thread():
         torch.set_num_threads(n)
 
 
-def _sample_pixels(view: FrozenView, n: int, gen: torch.Generator) -> torch.Tensor:
-    """[1,P,2] int32 (x, y) of up to n random labelled pixels."""
-    ys, xs = torch.nonzero(view.labels >= 0, as_tuple=True)
+def _sample_pixels(view: FrozenView, n: int, gen: torch.Generator,
+                   objects_only: bool = False) -> torch.Tensor:
+    """[1,P,2] int32 (x, y) of up to n random labelled pixels (objects_only: of an object, id > 0)."""
+    ys, xs = torch.nonzero(view.labels > 0 if objects_only else view.labels >= 0, as_tuple=True)
     pick = torch.randperm(ys.numel(), generator=gen)[:n]
     return torch.stack([xs[pick], ys[pick]], -1).to(torch.int32)[None]
 
 
+class Streams:
+    """One random stream per purpose, so that a baseline and its +VODA run draw the same view
+    order and the same 3D-term samples (VODA's pixel samples come from a stream of their own)."""
+
+    def __init__(self, seed: int, n_views: int):
+        self.views = torch.Generator().manual_seed(seed)
+        self.pixels = torch.Generator().manual_seed(seed + 1_000_003)
+        self.knn = torch.Generator().manual_seed(seed + 2_000_003)
+        self.n_views = n_views
+        self._stack: list[int] = []
+
+    def next_view(self) -> int:
+        """Every view once per epoch in a fresh random order (3DGS's viewpoint stack)."""
+        if not self._stack:
+            self._stack = torch.randperm(self.n_views, generator=self.views).tolist()
+        return self._stack.pop()
+
+
 def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConfig | None = None,
-                   lr: float = 0.02, seed: int = 0, log_every: int = 0) -> dict:
+                   lr: float = 0.02, seed: int = 0, log_every: int = 0, curve_every: int = 0,
+                   curve_fn=None) -> dict:
     """Adam on the baseline's parameters for `iters` iterations, one view each (views[i] is the
-    baseline's view i). With voda, the VODA loss is added after its warm-up. Returns {"iter_ms": mean time of the iterations after
-    the warm-up (all of them if there are no others), "losses": [...]}."""
+    baseline's view i). With voda, the VODA loss is added after its warm-up. Returns {"iter_ms":
+    mean time of the iterations after the warm-up (all of them if there are no others),
+    "losses": [...], "views": the view index of each iteration, "curve": [(iteration,
+    curve_fn(baseline)), ...] every curve_every iterations (when given)}."""
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
     opt = torch.optim.Adam(baseline.parameters(), lr=lr)
-    gen = torch.Generator().manual_seed(seed)
+    rng = Streams(seed, len(views))
     warm = (voda or VodaConfig()).warmup
     keep = lambda f, lab: keep_member(baseline, f, lab)
     conf = lambda f, lab: confident(baseline, f, lab)
-    times, losses = [], []
+    times, losses, order, curve = [], [], [], []
     for it in range(iters):
         t0 = time.perf_counter()
-        vi = int(torch.randint(len(views), (1,), generator=gen))
+        vi = rng.next_view()
+        order.append(vi)
         v = views[vi]
         baseline.set_view(vi)  # view-dependent 2D targets (distillation)
         rendered = render_features(v.meta, baseline.features, v.width, v.height)[0]  # [H,W,D]
         loss = baseline.render_loss(rendered, v.labels)
-        reg = baseline.regularizer(gen)  # Gaussian Grouping's 3D kNN term
-        if reg is not None:
-            loss = loss + reg
+        if (it + 1) % baseline.reg_every == 0:  # Gaussian Grouping's 3D kNN term, when due
+            reg = baseline.regularizer(rng.knn)
+            if reg is not None:
+                loss = loss + reg
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if voda is not None and it >= voda.warmup:
@@ -111,20 +135,24 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
             # single-threaded, where torch's CPU index_add is ~100x faster than with threads
             # contending for the same rows
             with _single_thread():
-                pix = _sample_pixels(v, voda.n_pixels, gen)
-                contrib = depth_contributors(v.meta, v.width, v.height, pix, voda.K_max,
-                                             voda.tau_rel, voda.tau_abs, TILE)
-                x, y = pix[0, :, 0].long(), pix[0, :, 1].long()
-                lv, _ = voda_loss(baseline.features, contrib, v.labels[y, x][None],
-                                  baseline.score, baseline.pixel_loss, v.bweights[y, x][None],
-                                  voda, keep_fn=keep if voda.veto else None,
-                                  confident_fn=conf)
-                lv.backward()
-                loss = loss.detach() + lv.detach()
+                pix = _sample_pixels(v, voda.n_pixels, rng.pixels, voda.objects_only)
+                if pix.shape[1]:
+                    contrib = depth_contributors(v.meta, v.width, v.height, pix, voda.K_max,
+                                                 voda.tau_rel, voda.tau_abs, TILE)
+                    x, y = pix[0, :, 0].long(), pix[0, :, 1].long()
+                    lv, _ = voda_loss(baseline.features, contrib, v.labels[y, x][None],
+                                      baseline.score, baseline.pixel_loss,
+                                      v.bweights[y, x][None], voda,
+                                      keep_fn=keep if voda.veto else None, confident_fn=conf)
+                    lv.backward()
+                    loss = loss.detach() + lv.detach()
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(float(loss.detach()))
         if log_every and (it + 1) % log_every == 0:
             print(f"  it {it + 1}/{iters} loss {losses[-1]:.4f}")
+        if curve_fn is not None and curve_every and ((it + 1) % curve_every == 0 or it + 1 == iters):
+            curve.append((it + 1, curve_fn(baseline)))
     timed = times[warm:] or times  # the VODA-vs-baseline comparison is after the warm-up
-    return {"iter_ms": 1e3 * sum(timed) / len(timed), "losses": losses}
+    return {"iter_ms": 1e3 * sum(timed) / len(timed), "losses": losses, "views": order,
+            "curve": curve}
