@@ -59,6 +59,9 @@ DEFAULT_SIZE = "medium"
 QUERY_RADIUS = (0.85, 1.1)
 QUERY_AIM_STD = (0.3, 0.3, 0.15)
 RECALL_KEYS = ("recall_1cm1deg", "recall_2cm2deg", "recall_5cm5deg")
+RECALL_LIMITS = {"recall_1cm1deg": (0.01, 1.0), "recall_2cm2deg": (0.02, 2.0),
+                 "recall_5cm5deg": (0.05, 5.0)}
+BOOTSTRAP = 2000  # resamples of the pooled queries (within each scene) for the pooled intervals
 DELTA_KEYS = ("recall_2cm2deg", "recall_5cm5deg", "median_t_cm", "median_r_deg")
 
 
@@ -171,8 +174,32 @@ def run_scene(size: str, seed: int, sz: dict, root: Path, bar) -> dict:
     return res
 
 
+def pooled_recalls(scenes: list[dict], name: str, seed: int = 0) -> dict:
+    """Recalls over every query of every scene, and their paired differences to splitgs, each
+    [value, lo, hi] with a 95 % bootstrap interval (queries resampled within each scene, the
+    same resample for both methods). Captures query noise, not the spread between scenes."""
+    rng = np.random.default_rng(seed)
+    hits, base = {k: [] for k in RECALL_KEYS}, {k: [] for k in RECALL_KEYS}
+    for sc in scenes:
+        for k, (tm, rd) in RECALL_LIMITS.items():
+            for dst, m in ((hits, name), (base, "splitgs")):
+                r = sc["methods"][m]
+                dst[k].append((np.asarray(r["t_err"]) <= tm) & (np.asarray(r["r_err"]) <= rd))
+    sizes = [len(sc["methods"][name]["t_err"]) for sc in scenes]
+    idx = [np.concatenate([off + rng.integers(0, n, n) for off, n in
+                           zip(np.cumsum([0, *sizes[:-1]]), sizes)]) for _ in range(BOOTSTRAP)]
+    out = {}
+    for k in RECALL_KEYS:
+        h, b = np.concatenate(hits[k]).astype(float), np.concatenate(base[k]).astype(float)
+        for key, v in ((k, h), (f"delta_{k}", h - b)):
+            boot = np.array([v[i].mean() for i in idx])
+            out[key] = [float(v.mean()), *map(float, np.percentile(boot, [2.5, 97.5]))]
+    return out
+
+
 def summarize(scenes: list[dict]) -> dict:
-    """{method: {metric: [mean, ci]}} over scenes, plus paired differences to splitgs."""
+    """{method: {metric: [mean, ci]}} over scenes, paired differences to splitgs, and pooled
+    recalls over all queries with bootstrap intervals."""
     keys = ("median_t_cm", "median_r_deg", *RECALL_KEYS, "err3d_cm", "query_ms", "inliers",
             "success", "map_points", "build_s")
     out = {}
@@ -188,6 +215,7 @@ def summarize(scenes: list[dict]) -> dict:
         pooled_t = [e for r in rows for e in r["t_err"]]
         pooled_r = [e for r in rows for e in r["r_err"]]
         o["pooled"] = LM.summarize(pooled_t, pooled_r)
+        o["pooled_bootstrap"] = pooled_recalls(scenes, name)
         out[name] = o
     return out
 
@@ -233,6 +261,15 @@ def markdown(results: dict) -> str:
             fmt(r["err3d_cm"]),
             "–" if name == "splitgs" else fmt(d["recall_5cm5deg"], True),
             "–" if name == "splitgs" else fmt(d["recall_2cm2deg"], True)]) + " |")
+    lines += ["", ("Pooled over all queries of all scenes (95 % bootstrap interval, queries "
+                   "resampled within each scene; query noise only):"), "",
+              "| method | R@5cm5° % | R@2cm2° % | ΔR@5cm5° vs splitgs | ΔR@2cm2° vs splitgs |",
+              "|---|---|---|---|---|"]
+    for name in METHODS:
+        pb = s[name]["pooled_bootstrap"]
+        cell = lambda v: f"{100 * v[0]:.0f} [{100 * v[1]:.0f}, {100 * v[2]:.0f}]"
+        lines.append(f"| {name} | {cell(pb['recall_5cm5deg'])} | {cell(pb['recall_2cm2deg'])} | "
+                     f"{cell(pb['delta_recall_5cm5deg'])} | {cell(pb['delta_recall_2cm2deg'])} |")
     lines += ["", "Split model size and selection (pipeline maps):", "",
               "| method | Gaussians after split | selected |", "|---|---|---|"]
     for name in PIPELINE_METHODS:
@@ -280,6 +317,9 @@ def main(argv=None) -> int:
                     help="cache of the trained scenes (trained there when missing)")
     ap.add_argument("--out", type=Path, default=Path("out/loc_trained"),
                     help="writes loc_trained.json, loc_trained.md and loc_trained.png here")
+    ap.add_argument("--resume", type=Path,
+                    help="an earlier loc_trained.json of the same size: its scenes are kept and "
+                         "their seeds not rerun")
     args = ap.parse_args(argv)
     from tqdm import tqdm
 
@@ -292,24 +332,37 @@ def main(argv=None) -> int:
         sz["queries"] = args.queries
     seeds = tuple(args.seeds) if args.seeds else (TUNING_SEEDS[:1] if args.quick else EVAL_SEEDS)
     args.out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    bar = tqdm(total=len(seeds) * len(METHODS) * sz["queries"], unit="query", ascii=True,
-               mininterval=5, file=sys.stdout, dynamic_ncols=True)
     scenes = []
-    results = {}
-    for seed in seeds:
+    if args.resume:
+        prev = json.loads(args.resume.read_text())
+        if prev["size"] != size:
+            raise SystemExit(f"--resume: {args.resume} is of size {prev['size']!r}, not {size!r}")
+        scenes = [sc for sc in prev["scenes"] if sc["seed"] in seeds]
+    pending = [sd for sd in seeds if sd not in {sc["seed"] for sc in scenes}]
+    t0 = time.perf_counter()
+    command = " ".join(["python benchmarks/loc_trained.py", *(sys.argv[1:] if argv is None else argv)])
+
+    def write() -> dict:
+        res = {"size": size, "sizes": sz, "scene_size": TR.SIZES[size].__dict__,
+               "split": SCENE_SPLIT, "seeds": [sc["seed"] for sc in scenes],
+               "tuning_seeds": list(TUNING_SEEDS), "eval_seeds": list(EVAL_SEEDS),
+               "methods": list(METHODS),
+               "configs": {n: P.preset(n).__dict__ for n in PIPELINE_METHODS},
+               "command": command, "env": env_block(), "wall_s": time.perf_counter() - t0,
+               "scenes": scenes, "summary": summarize(scenes)}
+        (args.out / "loc_trained.json").write_text(json.dumps(res, indent=1))
+        (args.out / "loc_trained.md").write_text(markdown(res))
+        return res
+
+    bar = tqdm(total=len(pending) * len(METHODS) * sz["queries"], unit="query", ascii=True,
+               mininterval=5, file=sys.stdout, dynamic_ncols=True)
+    for seed in pending:
         scenes.append(run_scene(size, seed, sz, args.scenes_root, bar))
-        results = {"size": size, "sizes": sz, "scene_size": TR.SIZES[size].__dict__,
-                   "split": SCENE_SPLIT, "seeds": list(seeds), "tuning_seeds": list(TUNING_SEEDS),
-                   "eval_seeds": list(EVAL_SEEDS), "methods": list(METHODS),
-                   "configs": {n: P.preset(n).__dict__ for n in PIPELINE_METHODS},
-                   "command": " ".join(["python benchmarks/loc_trained.py", *(argv or sys.argv[1:])]),
-                   "env": env_block(), "wall_s": time.perf_counter() - t0, "scenes": scenes,
-                   "summary": summarize(scenes)}
-        # written after every scene: an interrupted run keeps the scenes it finished
-        (args.out / "loc_trained.json").write_text(json.dumps(results, indent=1))
-        (args.out / "loc_trained.md").write_text(markdown(results))
+        write()  # after every scene: an interrupted run keeps the scenes it finished
     bar.close()
+    if not scenes:
+        raise SystemExit("no scene evaluated (check --seeds and --resume)")
+    results = write()
     plot(results, args.out / "loc_trained.png")
     print(markdown(results))
     return 0
