@@ -58,9 +58,10 @@ DEFAULT_SIZE = "medium"
 # within the training rings', looking at the rig's target moved by N(0, 0.3 m) (0.15 m in z).
 QUERY_RADIUS = (0.85, 1.1)
 QUERY_AIM_STD = (0.3, 0.3, 0.15)
-RECALL_KEYS = ("recall_1cm1deg", "recall_2cm2deg", "recall_5cm5deg")
-RECALL_LIMITS = {"recall_1cm1deg": (0.01, 1.0), "recall_2cm2deg": (0.02, 2.0),
-                 "recall_5cm5deg": (0.05, 5.0)}
+# the recall keys of gsrender.loc.metrics.summarize and their (metres, degrees) limits
+RECALL_LIMITS = {f"recall_{round(tm * 100)}cm{round(rd)}deg": (tm, rd)
+                 for tm, rd in LM.RECALL_THRESHOLDS}
+RECALL_KEYS = tuple(RECALL_LIMITS)
 BOOTSTRAP = 2000  # resamples of the pooled queries (within each scene) for the pooled intervals
 DELTA_KEYS = ("recall_2cm2deg", "recall_5cm5deg", "median_t_cm", "median_r_deg")
 
