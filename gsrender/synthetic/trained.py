@@ -29,11 +29,11 @@ Coverage: a ground-truth Gaussian is "seen" in a view when its largest compositi
 exceeds SEEN_WEIGHT; the report gives, of the Gaussians seen at all, the share seen in >= 3
 training views (the rig's design target), overall and for floor / walls / objects.
 
-Sizes (SIZES): "full" is the documented study size (>= 100 training views at 320x240); "medium"
-the same rig at half the resolution and a lighter scene (what fits a shared 2-core machine);
-"quick" the CI size (trains in seconds). The cache folder is <root>/<size>_<split>_<seed>/ holding
-point_cloud.ply (the trained model), cameras_train.json / cameras_test.json
-(gsrender.cameras.cameras_from_json) and report.json; the ground truth and its
+Sizes (SIZES): "full" is the documented study size (>= 100 training views at 320x240); "small"
+100 training views at 128x96 with a lighter room and schedule (what a shared 2-core machine
+evaluates); "quick" the CI size (trains in seconds). The cache folder is
+<root>/<size>_<split>_<seed>/ holding point_cloud.ply (the trained model), cameras_train.json /
+cameras_test.json (gsrender.cameras.cameras_from_json) and report.json; the ground truth and its
 renders are regenerated from the seed (deterministic) when loaded.
 """
 from __future__ import annotations
@@ -82,11 +82,11 @@ SIZES = {
     "quick": SceneSize(width=96, height=72, rings=2, per_ring=10, n_test=4, radius=2.8,
                        n_objects=2, n_floor=1500, n_walls=1200, per_object=400, plant=1500,
                        init_points=1000, steps=300, max_gaussians=8000),
-    # what a 2-core machine shared with other jobs evaluates in about an hour: 100 training views
-    # at 160x120, 8 held out
-    "medium": SceneSize(width=160, height=120, rings=4, per_ring=25, n_test=8, radius=2.8,
-                        n_objects=3, n_floor=5000, n_walls=4000, per_object=1200, plant=5000,
-                        init_points=3000, steps=1200, max_gaussians=25000),
+    # what a 2-core machine shared with other jobs can evaluate in about an hour: the study's
+    # 100-view rig at 128x96, a lighter room, a shorter schedule
+    "small": SceneSize(width=128, height=96, rings=4, per_ring=25, n_test=8, radius=2.8,
+                       n_objects=3, n_floor=3000, n_walls=2400, per_object=800, plant=3000,
+                       init_points=2000, steps=600, max_gaussians=12000),
     # the study size: 120 training views at 320x240, 12 held out
     "full": SceneSize(width=320, height=240, rings=5, per_ring=24, n_test=12, radius=2.8,
                       n_objects=3, n_floor=12000, n_walls=9000, per_object=2500, plant=12000,
