@@ -23,6 +23,7 @@ class MapConfig:
     rho_max: float = SP.DEFAULT_RHO_MAX
     split_levels: int = SP.DEFAULT_LEVELS
     split_k: int = 2
+    child_opacity: str = SP.DEFAULT_OPACITY_RULE
     max_growth: float | None = 2.5  # the split model has at most this many × N Gaussians
     select: bool = True
     min_views: int = SEL.DEFAULT_MIN_VIEWS
@@ -41,6 +42,7 @@ class MapConfig:
 PRESETS = {
     "splitgs": MapConfig(),
     "no_split": MapConfig(split=False),
+    "density_opacity": MapConfig(child_opacity="density"),
     "no_select": MapConfig(select=False),
     "no_consistency": MapConfig(min_consistency=0.0),
     "plain": MapConfig(split=False, select=False, min_consistency=0.0),
@@ -48,8 +50,8 @@ PRESETS = {
 
 
 # The settings of the split and lifting pass; configs that agree on them share one pass.
-_PASS_FIELDS = ("split", "rho_max", "split_levels", "split_k", "max_growth", "tau_s", "tau_a",
-                "top_k")
+_PASS_FIELDS = ("split", "rho_max", "split_levels", "split_k", "child_opacity", "max_growth",
+                "tau_s", "tau_a", "top_k")
 
 
 def build_map(model: GaussianModel, viewmats, Ks, images, width, height,
@@ -78,7 +80,7 @@ def build_maps(model: GaussianModel, viewmats, Ks, images, width, height, extrac
         if config.split:
             model, _ = SP.split_gaussians(model, viewmats, Ks, width, height,
                                           rho_max=config.rho_max, levels=config.split_levels,
-                                          k=config.split_k,
+                                          k=config.split_k, opacity_rule=config.child_opacity,
                                           max_gaussians=None if config.max_growth is None else
                                           int(config.max_growth * model.num_gaussians))
         t["split"] = time.perf_counter() - t0

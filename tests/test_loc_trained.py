@@ -1,0 +1,70 @@
+"""The trained-model localization benchmark end to end in its quick mode (benchmarks/loc_trained.py
+--quick: one quick trained scene, 6 queries): the pipeline's invariants, not its results — every
+method localizes every query, recalls are nested, the ablations differ from SplitGS-Loc in the
+component they name (split grows the model, the opacity rule leaves the split's size alone,
+selection and consistency filtering only remove points), and JSON, markdown and plot are written."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if not (ROOT / "benchmarks" / "loc_trained.py").is_file():
+    pytest.skip("benchmarks folder missing", allow_module_level=True)
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import loc_trained as lt
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("loc_trained")
+    out = tmp / "out"
+    assert lt.main(["--quick", "--scenes-root", str(tmp / "scenes"), "--out", str(out)]) == 0
+    return out, json.loads((out / "loc_trained.json").read_text())
+
+
+def test_quick_run_writes_report(quick_run):
+    out, d = quick_run
+    assert (out / "loc_trained.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "loc_trained.md").read_text()
+    for name in lt.METHODS:
+        assert f"| {name} |" in md
+    assert d["size"] == "quick" and d["seeds"] == [lt.TUNING_SEEDS[0]]
+    assert not set(d["tuning_seeds"]) & set(d["eval_seeds"])
+    assert d["env"]["commit"]
+
+
+def test_every_method_localizes_every_query(quick_run):
+    _, d = quick_run
+    (scene,) = d["scenes"]
+    n = lt.SIZES["quick"]["queries"]
+    assert scene["queries"] == n and scene["train_views"] > 0
+    assert math.isfinite(scene["psnr_test"]) and scene["query_dist_m"] > 0
+    for name in lt.METHODS:
+        r = scene["methods"][name]
+        assert len(r["t_err"]) == len(r["r_err"]) == n
+        assert all(e >= 0 for e in r["t_err"] + r["r_err"])
+        assert 0 <= r["recall_1cm1deg"] <= r["recall_2cm2deg"] <= r["recall_5cm5deg"] <= 1
+        assert r["success"] >= r["recall_5cm5deg"]
+        assert r["map_points"] > 0 and r["build_s"] > 0 and r["query_ms"] >= 0
+
+
+def test_ablations_change_their_own_component(quick_run):
+    _, d = quick_run
+    m = d["scenes"][0]["methods"]
+    assert m["splitgs"]["n_gaussians"] > m["no_split"]["n_gaussians"]  # the split happened
+    # the child-opacity rule changes opacities only: the same Gaussians are split
+    assert m["density_opacity"]["n_gaussians"] == m["splitgs"]["n_gaussians"]
+    # without selection every Gaussian is kept; selection and the filter only remove points
+    assert m["no_select"]["n_selected"] == m["no_select"]["n_gaussians"]
+    assert m["splitgs"]["n_selected"] < m["splitgs"]["n_gaussians"]
+    assert m["no_select"]["map_points"] >= m["splitgs"]["map_points"]
+    assert m["no_consistency"]["map_points"] >= m["splitgs"]["map_points"]
+    s = d["summary"]
+    assert set(s) == set(lt.METHODS)
+    assert s["splitgs"]["delta_vs_splitgs"]["recall_2cm2deg"][0] == 0
