@@ -101,7 +101,7 @@ class Views:
     viewmats: torch.Tensor  # [C,4,4]
     Ks: torch.Tensor        # [C,3,3]
     rgb: torch.Tensor       # [C,H,W,3] ground-truth images
-    labels: torch.Tensor    # [C,H,W] long ground-truth object ids (0 background)
+    labels: torch.Tensor    # [C,H,W] long ground-truth object ids (0: background)
     depth: torch.Tensor     # [C,H,W] expected depth of the ground-truth scene
     alpha: torch.Tensor     # [C,H,W]
 
@@ -189,7 +189,7 @@ def rig(size: str, seed: int = 0):
 
 
 def render_views(gt: GaussianModel, n_objects: int, viewmats, Ks, width: int, height: int) -> Views:
-    """Ground-truth images, label maps and expected depth (black background)."""
+    """Ground-truth images, label maps and expected depth on a black background."""
     from gsrender.voda.metrics import expected_depth
     from gsrender.voda.removal3d import instance_masks
 
