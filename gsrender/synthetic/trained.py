@@ -101,7 +101,7 @@ class Views:
     viewmats: torch.Tensor  # [C,4,4]
     Ks: torch.Tensor        # [C,3,3]
     rgb: torch.Tensor       # [C,H,W,3] ground-truth images
-    labels: torch.Tensor    # [C,H,W] long ground-truth object ids ; 0 is the background
+    labels: torch.Tensor    # [C,H,W] long ground-truth object ids, 0 is the background
     depth: torch.Tensor     # [C,H,W] expected depth of the ground-truth scene
     alpha: torch.Tensor     # [C,H,W]
 
