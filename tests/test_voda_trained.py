@@ -14,10 +14,9 @@ from gsrender.synthetic import trained as T
 from gsrender.voda import metrics as M
 from gsrender.voda.baselines import GG_RELEASED, GroupingBaseline, IdentityBaseline, make_baseline
 from gsrender.voda.train import Streams
-from tests.conftest import DATA
+from gsrender.voda.composite import PLANT
 
-needs_plant = pytest.mark.skipif(not (DATA / "plant" / "plant.splat").exists(),
-                                 reason="needs ../shared/data/plant/plant.splat")
+needs_plant = pytest.mark.skipif(not PLANT.exists(), reason="needs data/plant/plant.splat")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ API (everything float32 on the CPU, +z up as in gsrender.synthetic):
 
     ts = load_or_train(size="quick" | "full", seed=0, split="isolated", root="out/trained_scenes")
     ts.gt            GaussianModel with object_ids (0 background, 1..n_objects; object n_objects is
-                     the real plant of ../shared/data/plant/plant.splat, decimated per SIZES)
+                     the real plant of data/plant/plant.splat (bundled), decimated per SIZES)
     ts.model         the trained 3DGS (GaussianModel); its object_ids are *derived*: the id of the
                      nearest ground-truth Gaussian centre (for reporting and Gaussian-level scores)
     ts.train / ts.test   Views: viewmats [C,4,4], Ks [C,3,3], rgb [C,H,W,3] (ground-truth images),

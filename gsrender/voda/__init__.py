@@ -7,7 +7,7 @@ train     the training loop shared by the benchmark and the CLI
 select    per-Gaussian selection, object removal and extraction
 metrics   Removal-3D metrics (RDE, nRDE, collateral, Gaussian IoU, recall, 2D mIoU, boundary IoU)
 removal3d the Removal-3D scene generator and SAM-like mask noise
-composite the composite Removal-3D object: the real trained plant (../shared/data) in the room
+composite the composite Removal-3D object: the real trained plant (data/plant) in the room
 associate cross-view id association of per-view instance masks (`gsrender voda --associate`)
 """
 from gsrender.voda.clusters import Contributors, cluster_features, cluster_stats, depth_contributors

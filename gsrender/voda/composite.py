@@ -1,4 +1,4 @@
-"""The composite Removal-3D object: a real trained 3DGS (the potted plant of ../shared/data,
+"""The composite Removal-3D object: a real trained 3DGS (the potted plant bundled in data/plant,
 plant.splat, Marcel Padilla, CC-BY-4.0) standing on the synthetic room's floor, so every one of
 its Gaussians has an exact ground-truth id.
 
@@ -22,7 +22,7 @@ import torch
 from gsrender.scene import GaussianModel
 from gsrender.synthetic import quat_multiply
 
-PLANT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "plant" / "plant.splat"
+PLANT = Path(__file__).resolve().parents[2] / "data" / "plant" / "plant.splat"  # bundled
 PLANT_HEIGHT = 0.7  # m: about the synthetic objects' size scale (0.45-0.7 m)
 PLANT_GAUSSIANS = 12000  # the decimated plant of the protocol (set by its cost, before any run)
 
@@ -45,7 +45,7 @@ def plant_object(center, object_id: int, seed: int, n: int | None = PLANT_GAUSSI
     from gsrender.io import load_splat
 
     if not Path(path).exists():
-        raise FileNotFoundError(f"path: no plant.splat at {path} (../shared/data is absent)")
+        raise FileNotFoundError(f"path: no plant.splat at {path} (the bundled data/plant is missing)")
     m = load_splat(path)
     gen = torch.Generator().manual_seed(seed)
     N = m.num_gaussians

@@ -6,7 +6,7 @@ objects of one of two structures: "shells", nested shells of gsrender.synthetic.
 surface, a sub-surface layer and interior layers: what RGB optimisation leaves behind a
 surface's front), or "surface", one opaque surface layer plus Gaussians scattered through the
 interior, their share of the object set from a trained 3DGS (PLANT_HIDDEN_SHARE); or, the
-composite scene ("plant"), the real trained plant of ../shared/data as the one object
+composite scene ("plant"), the real trained plant of data/plant as the one object
 (voda.composite).
 Splits: isolated, touching, occluding, thin. Cameras on hemisphere rings inside the room. Per view:
 RGB, instance masks, expected depth; SAM-like noise on the training masks; and an "RGB-optimised"
@@ -32,7 +32,7 @@ ROOM = 3.5  # floor half size and wall distance
 COVERAGE = 2.0  # tangent-scale factor of the object shells
 STRUCTURES = ("shells", "surface", "plant", "plant_full")  # plant: the composite scene
 # (voda.composite), decimated to PLANT_GAUSSIANS; plant_full: the same with every Gaussian
-# Share of plant.splat's Gaussians (a real trained 3DGS, ../shared/data) whose summed rendered
+# Share of plant.splat's Gaussians (a real trained 3DGS, data/plant) whose summed rendered
 # weight over 2 rings of 12 orbit views at 160x120 is near zero (metrics.hidden_share:
 # Σw < 1e-3 of the median Σw), measured by benchmarks/voda_removal3d.py --measure-plant (0.0331).
 # The "surface" objects put this share of their Gaussians inside the object.
