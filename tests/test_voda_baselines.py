@@ -16,9 +16,7 @@ from gsrender.voda.baselines import (
     make_baseline,
     project_votes,
 )
-from tests.conftest import DATA
-
-PLANT = DATA / "plant" / "plant.splat"
+from tests.conftest import PLANT
 
 
 def test_knn_matches_brute_force():
@@ -129,7 +127,6 @@ def test_surface_objects_hide_their_interior():
         R.shell_sizes(100, 0)
 
 
-@pytest.mark.skipif(not PLANT.exists(), reason="needs ../shared/data/plant/plant.splat")
 def test_plant_hidden_share_is_the_generator_constant():
     """PLANT_HIDDEN_SHARE is what the benchmark's measurement gives on the real trained model
     (2 rings of 12 orbit views at 160x120; ±0.02 for float differences across CPUs)."""
