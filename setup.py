@@ -93,7 +93,7 @@ def _extension():
     cuda = _want_cuda()
     print(f"gsrender._C: {len(sources)} C++ files{' + the CUDA kernels' if cuda else ''}; CPU kernel "
           f"copies {copies} (GSRENDER_CPU_ISA_BUILD={os.environ.get('GSRENDER_CPU_ISA_BUILD', 'all')}); "
-          f"MAX_JOBS={os.environ.get('MAX_JOBS', os.cpu_count())}. [n/N] below counts files done.",
+          f"MAX_JOBS={os.environ.get('MAX_JOBS', os.cpu_count())}; ninja numbers each file [n/N] below",
           flush=True)
     if not cuda:
         return CppExtension(
