@@ -1,27 +1,43 @@
 # Quick start: `make demo` (set up + render the bundled sample scene), `make test` (set up + tests).
 # Each target installs what is missing, from the one dependency list in pyproject.toml: `demo`
-# the project's dependencies, `test` also the dev, loc and compat extras. CUDA kernels build when
-# a GPU is visible or FORCE_CUDA=1 (CI); GSRENDER_NO_CUDA=1 makes a CPU-only build.
+# the project's dependencies and the `view` extra, `test` also the dev, loc and compat extras. CUDA
+# kernels build when a GPU is visible or FORCE_CUDA=1 (CI); GSRENDER_NO_CUDA=1 makes a CPU-only build.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q
 TORCH_VERSION ?= 2.14.1
+# torch's build: `cuda` (the default wheel, with the CUDA runtime and the nvidia / triton wheels)
+# where an NVIDIA GPU answers or CI compiles the CUDA kernels (FORCE_CUDA=1), else `cpu`: the
+# index's CPU-only wheel TORCH_CPU_VERSION (a +cpu local version), about 1 GB where the CUDA one
+# takes 5; TORCH_CPU_INDEX names an extra index that has it. An index without it: the default one.
+TORCH_BUILD ?= $(if $(or $(filter 1,$(FORCE_CUDA)),$(shell nvidia-smi -L 2>/dev/null)),cuda,cpu)
+TORCH_CPU_VERSION ?= 2.13.0+cpu
+TORCH_CPU_INDEX ?=
 export TORCH_CUDA_ARCH_LIST ?= 8.0;9.0
 export MAX_JOBS ?= $(shell nproc)
+# The CPU kernels' instruction-set copies (setup.py): this machine's and the baseline one for a
+# local build, every copy in CI (whose binaries must run on any x86-64).
+export GSRENDER_CPU_ISA_BUILD ?= $(if $(CI),all,native)
 
-.PHONY: setup setup-test build demo test bench browser lint clean
+.PHONY: setup setup-test build build-profile demo test bench browser lint clean
 
 # The build tools and torch (pinned: the project's dependency says only "torch").
 $(VENV)/.tools:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip setuptools wheel ninja
+ifeq ($(TORCH_BUILD),cpu)
+	$(PIP) $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) torch==$(TORCH_CPU_VERSION) || \
+	  { echo "torch $(TORCH_CPU_VERSION) (CPU-only) not offered here: the default build"; $(PIP) torch==$(TORCH_VERSION); }
+else
 	$(PIP) torch==$(TORCH_VERSION)
+endif
 	touch $@
 
-# pyproject.toml's [project] dependencies: all that `demo` needs.
+# pyproject.toml's [project] dependencies and the `view` extra (the demo's last line suggests
+# `gsrender view`): all that `demo` needs.
 $(VENV)/.deps: pyproject.toml $(VENV)/.tools
-	$(PY) tools/pyproject_deps.py >$(VENV)/requirements.txt
+	{ $(PY) tools/pyproject_deps.py && $(PY) tools/pyproject_deps.py view; } >$(VENV)/requirements.txt
 	$(PIP) -r $(VENV)/requirements.txt
 	touch $@
 
@@ -51,6 +67,11 @@ build: setup $(VENV)/.editable
 
 demo: build
 	$(VENV)/bin/gsrender demo
+
+# Each translation unit's wall and CPU time and peak compiler memory, from a clean build in a
+# temporary folder (tools/build_profile.py; MAX_JOBS=1 unless given: each unit's wall time its own)
+build-profile: setup
+	MAX_JOBS=$(or $(PROFILE_JOBS),1) $(PY) tools/build_profile.py
 
 # The viewer's browser test drives Debian's headless Chromium through selenium (no browser
 # download at test time). Installed only as root and when missing (~3 min); else the test skips.

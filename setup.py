@@ -1,7 +1,13 @@
 """Builds gsrender._C: CPU kernels always; CUDA kernels when a GPU is visible (with a CUDA
 toolkit and a CUDA build of torch), or when FORCE_CUDA=1 asks for them without a GPU (CI does, to
-compile-check them: they take most of the build). GSRENDER_NO_CUDA=1 forces a CPU-only build."""
+compile-check them: they take most of the build). GSRENDER_NO_CUDA=1 forces a CPU-only build.
+
+GSRENDER_CPU_ISA_BUILD chooses the CPU kernels' instruction-set copies (csrc/cpu/isa.h): `all`
+(the default: AVX-512, AVX2 and baseline, for wheels and CI, which run on any x86-64) or `native`
+(this machine's best copy and the baseline one: a third less to compile; the Makefile's default
+outside CI)."""
 import glob
+import logging
 import os
 
 from setuptools import find_packages, setup
@@ -19,6 +25,10 @@ def _default_cuda_home() -> None:
 
 
 _default_cuda_home()
+# torch warns "No CUDA runtime is found" when it sees a CUDA toolkit but no GPU: the normal state of
+# a CPU-only build, and of CI, which compiles the CUDA kernels without a GPU.
+logging.getLogger("torch.utils.cpp_extension").addFilter(
+    lambda record: "No CUDA runtime is found" not in record.getMessage())
 
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
 
@@ -39,6 +49,32 @@ def _want_cuda() -> bool:
     return CUDA_HOME is not None and torch.version.cuda is not None and torch.cuda.is_available()
 
 
+def _host_isa() -> str:
+    """The best of the CPU kernels' copies this machine runs (the flags Linux reports, which it
+    clears where the OS does not save the wider registers)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    if {"avx512f", "avx512vl", "fma"} <= set(flags):
+        return "avx512"
+    return "avx2" if {"avx2", "fma"} <= set(flags) else "baseline"
+
+
+def _isa_macros() -> tuple[list, str]:
+    """The defines that leave copies out (csrc/cpu/isa.h), and the copies built, for the log."""
+    choice = os.environ.get("GSRENDER_CPU_ISA_BUILD", "all")
+    if choice not in ("all", "native"):
+        raise SystemExit(f"GSRENDER_CPU_ISA_BUILD must be all or native, got {choice!r}")
+    host = _host_isa() if choice == "native" else "all"
+    if host in ("all", "unknown"):  # (unknown: not Linux; every copy, as for `all`)
+        return [], "avx512 + avx2 + baseline"
+    left_out = [isa for isa in ("avx512", "avx2") if isa != host]
+    return ([(f"GSR_CPU_ISA_NO_{isa.upper()}", "1") for isa in left_out],
+            " + ".join(isa for isa in ("avx512", "avx2", "baseline") if isa not in left_out))
+
+
 def _extension():
     rel = lambda paths: sorted(os.path.relpath(p, ROOT) for p in paths)  # noqa: E731
     sources = rel(glob.glob(os.path.join(ROOT, "csrc", "*.cpp")))
@@ -47,15 +83,23 @@ def _extension():
     # -ffp-contract=off: no ISA copy of the CPU kernels fuses a product and a sum on its own, so every
     # copy computes the baseline (SSE2) copy's float bits, and the 8-lane kernels (csrc/cpu/
     # lane_float.h) the scalar code's, by construction (docs/cpu.md, "Per-Gaussian stages")
-    cxx = ["-O3", "-std=c++20", "-ffp-contract=off", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
-    define_macros = []
+    # -Wno-psabi: GCC's note that the ABI of 32-byte vector arguments changed in GCC 4.6 concerns
+    # calls between objects built by different compilers; every call here is inside this library
+    cxx = ["-O3", "-std=c++20", "-ffp-contract=off", "-fopenmp", "-Wall", "-Wno-unknown-pragmas",
+           "-Wno-psabi"]
+    define_macros, copies = _isa_macros()
     if os.environ.get("GSRENDER_DEBUG", "0") == "1":
-        cxx = ["-O0", "-g", "-std=c++20", "-fopenmp", "-Wall"]
+        cxx = ["-O0", "-g", "-std=c++20", "-fopenmp", "-Wall", "-Wno-psabi"]
     # the CPU backend's host-only shortcuts in shared headers (gsrender/common.h): on the C++
     # sources only, never nvcc's, so the device and the SIMT build of the kernels (which defines
     # no such macro) compile the same code
     cxx.append("-DGSR_CPU_BACKEND")
-    if not _want_cuda():
+    cuda = _want_cuda()
+    print(f"gsrender._C: {len(sources)} C++ files{' + the CUDA kernels' if cuda else ''}; CPU kernel "
+          f"copies {copies} (GSRENDER_CPU_ISA_BUILD={os.environ.get('GSRENDER_CPU_ISA_BUILD', 'all')}); "
+          f"MAX_JOBS={os.environ.get('MAX_JOBS', os.cpu_count())}; ninja numbers each file [n/N] below",
+          flush=True)
+    if not cuda:
         return CppExtension(
             "gsrender._C", sources, include_dirs=include_dirs, define_macros=define_macros,
             extra_compile_args={"cxx": cxx}, extra_link_args=["-fopenmp"],

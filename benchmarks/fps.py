@@ -436,7 +436,7 @@ def run(args) -> dict:
                         for D in args.D:
                             r = run_one(t, vms, Ks, w, h, D, mode, prec, device, cfg)
                             runs.append(r)
-                            print(" | ".join(_cells(r)), file=sys.stderr, flush=True)
+                            _progress(len(runs), r)
                 if not args.no_peers:
                     for D in args.D:
                         r = run_gsplat(t, vms, Ks, w, h, D, device, cfg)
@@ -448,7 +448,20 @@ def run(args) -> dict:
     if not args.no_peers and "cpu" in args.backend:
         result["reference_check"] = reference_check(scene)
     result["total_s"] = time.perf_counter() - t_start
+    if sys.stderr.isatty():
+        print(file=sys.stderr)  # end the progress line
     return result
+
+
+def _progress(done: int, r: dict) -> None:
+    """One status line per run on stderr (rewritten in place on a terminal), not a table row: the
+    table is printed once, at the end."""
+    line = (f"{done} runs measured; last: {r['backend']} {r['mode']} {r['precision']} D={r['D']} "
+            f"{r['n_gaussians']} Gaussians {r['width']}x{r['height']}: {_f(r['fps'], '.1f')} fps")
+    if sys.stderr.isatty():
+        print("\r\033[K" + line, end="", file=sys.stderr, flush=True)
+    else:
+        print(line, file=sys.stderr, flush=True)
 
 
 def _gsplat_importable() -> bool:

@@ -22,15 +22,19 @@ PyObject* isa_str(gsrender::cpu::Isa isa) { return PyUnicode_FromString(gsrender
 
 PyObject* py_cpu_isa(PyObject*, PyObject*) { return isa_str(gsrender::cpu::active_isa()); }
 
-PyObject* py_cpu_isas(PyObject*, PyObject*) {
+PyObject* isa_list(const std::vector<gsrender::cpu::Isa>& isas) {
   PyObject* out = PyList_New(0);
-  for (gsrender::cpu::Isa isa : gsrender::cpu::runnable_isas()) {
+  for (gsrender::cpu::Isa isa : isas) {
     PyObject* s = isa_str(isa);
     PyList_Append(out, s);
     Py_DECREF(s);
   }
   return out;
 }
+
+PyObject* py_cpu_isas(PyObject*, PyObject*) { return isa_list(gsrender::cpu::runnable_isas()); }
+
+PyObject* py_cpu_isa_copies(PyObject*, PyObject*) { return isa_list(gsrender::cpu::built_isas()); }
 
 PyObject* py_set_cpu_isa(PyObject*, PyObject* arg) {
   const char* name = PyUnicode_AsUTF8(arg);
@@ -182,7 +186,9 @@ PyMethodDef methods[] = {
      "(cpu/host_blocks.h); False if PyTorch kept another allocator"},
     {"cpu_isa", py_cpu_isa, METH_NOARGS, "cpu_isa() -> str: the ISA the CPU kernels run now"},
     {"cpu_isas", py_cpu_isas, METH_NOARGS,
-     "cpu_isas() -> list[str]: the ISAs this CPU runs, best first"},
+     "cpu_isas() -> list[str]: the ISAs this CPU runs and this build compiled, best first"},
+    {"cpu_isa_copies", py_cpu_isa_copies, METH_NOARGS,
+     "cpu_isa_copies() -> list[str]: the copies this build compiled (GSRENDER_CPU_ISA_BUILD), best first"},
     {"set_cpu_isa", py_set_cpu_isa, METH_O,
      "set_cpu_isa(name) -> str: run the CPU kernels' auto|avx512|avx2|baseline copy from now on"},
     {nullptr, nullptr, 0, nullptr}};

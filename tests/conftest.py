@@ -24,6 +24,8 @@ from gsrender import reference as ref
 gsrender.set_validation(True)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# the real trained scene the repository ships (data/README.md: its origin and licence)
+PLANT = Path(__file__).resolve().parents[1] / "data" / "plant" / "plant.splat"
 F32, F64 = torch.float32, torch.float64
 OUT_KEYS = ("colors", "depths", "alphas", "features")
 
@@ -307,10 +309,12 @@ def data_dir() -> Path:
 
 # ------------------------------------------------------------------- CPU kernels' ISA copies
 
-# The CPU kernels are compiled for AVX-512F+VL, AVX2+FMA and baseline x86-64 (csrc/cpu/isa.h); the
-# suite runs on the active one (the best this CPU runs, or GSRENDER_CPU_ISA's). Tests marked
-# @every_cpu_isa, a representative subset of the rasterizer / projection / SH / binning /
-# weight_stats / contributors correctness tests, run once per ISA this CPU runs (the active one first), so every copy is checked on every machine.
+# The CPU kernels are compiled for AVX-512F+VL, AVX2+FMA and baseline x86-64 (csrc/cpu/isa.h; a
+# GSRENDER_CPU_ISA_BUILD=native build: the host's copy and the baseline one); the suite runs on the
+# active one (the best this CPU runs, or GSRENDER_CPU_ISA's). Tests marked @every_cpu_isa, a
+# representative subset of the rasterizer / projection / SH / binning / weight_stats / contributors
+# correctness tests, run once per copy the build has and this CPU runs (the active one first), so
+# every copy built is checked on every machine.
 every_cpu_isa = pytest.mark.usefixtures("cpu_isa")
 
 

@@ -1,10 +1,11 @@
 """The CPU kernels' instruction-set copies (csrc/cpu/isa.h): listing, switching in-process,
-GSRENDER_CPU_ISA at import, refusal of a copy the CPU cannot run (a clear error, never SIGILL),
-and `gsrender info`. That every copy renders correctly is checked by the tests marked
+GSRENDER_CPU_ISA at import, refusal of a copy the CPU cannot run (a clear error, never SIGILL) or
+the build left out (GSRENDER_CPU_ISA_BUILD=native), and `gsrender info`. That every copy renders correctly is checked by the tests marked
 @every_cpu_isa (conftest.py), which run once per copy this CPU runs."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,16 @@ from gsrender.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ("avx512", "avx2", "baseline")  # best first
-MISSING = [i for i in ALL if i not in _C.cpu_isas()]
+COPIES = _C.cpu_isa_copies()  # compiled into this build
+MISSING = [i for i in ALL if i not in _C.cpu_isas()]  # not runnable here, or not built
+
+
+def _refusal(isa: str) -> str:
+    """The error for choosing isa: the CPU's lack where the build has the copy, else either the
+    CPU's lack (checked first) or the build's."""
+    lacks = rf"this CPU cannot run the {isa} kernels .*; it runs: " + ", ".join(_C.cpu_isas())
+    left_out = rf"the {isa} kernels are not in this build, which has " + ", ".join(COPIES)
+    return lacks if isa in COPIES else f"({lacks}|{left_out})"
 
 
 @pytest.fixture
@@ -37,6 +47,12 @@ def test_runnable_isas_best_first_and_switchable(restore_isa):
     assert _C.set_cpu_isa("auto") == isas[0] == _C.cpu_isa()
 
 
+def test_copies_built_hold_every_runnable_one():
+    assert COPIES[-1] == "baseline" and set(COPIES) <= set(ALL)
+    assert COPIES == sorted(COPIES, key=ALL.index)
+    assert set(_C.cpu_isas()) <= set(COPIES)
+
+
 def test_unknown_isa_names_the_choices(restore_isa):
     before = _C.cpu_isa()
     with pytest.raises(ValueError, match=r"unknown CPU ISA 'sse9'; choose auto, avx512, avx2 or baseline"):
@@ -46,12 +62,11 @@ def test_unknown_isa_names_the_choices(restore_isa):
     assert _C.cpu_isa() == before
 
 
-@pytest.mark.skipif(not MISSING, reason="this CPU runs every copy: none to refuse")
-def test_isa_the_cpu_lacks_is_refused(restore_isa):
+@pytest.mark.skipif(not MISSING, reason="this CPU runs every copy and the build has them all: none to refuse")
+def test_isa_the_cpu_lacks_or_the_build_left_out_is_refused(restore_isa):
     before = _C.cpu_isa()
     for isa in MISSING:
-        with pytest.raises(RuntimeError, match=rf"cannot run the {isa} kernels .*; it runs: "
-                                               + ", ".join(_C.cpu_isas())):
+        with pytest.raises(RuntimeError, match=_refusal(isa)):
             _C.set_cpu_isa(isa)
         assert _C.cpu_isa() == before
 
@@ -71,12 +86,13 @@ def test_env_var_chooses_the_copy_at_import():
     for isa in MISSING[:1]:  # an exception at import, not an illegal instruction (returncode -4)
         proc = _import_with(isa)
         assert proc.returncode == 1, proc.returncode
-        assert f"GSRENDER_CPU_ISA: this CPU cannot run the {isa} kernels" in proc.stderr
+        assert re.search("GSRENDER_CPU_ISA: " + _refusal(isa), proc.stderr), proc.stderr
 
 
 def test_info_reports_the_active_copy(restore_isa, capsys):
     _C.set_cpu_isa("baseline")
     d = info_dict()
     assert d["cpu_isa"] == "baseline" and d["cpu_isas"] == _C.cpu_isas()
+    assert d["cpu_isa_copies"] == COPIES
     assert main(["info"]) == 0
     assert "CPU kernels: baseline copy (this CPU runs " + ", ".join(_C.cpu_isas()) in capsys.readouterr().out

@@ -30,7 +30,7 @@ from gsrender.io.colmap import rotmat_to_qvec
 from gsrender.scene import GaussianModel
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-PLANT = DATA / "plant" / "plant.splat"
+PLANT = Path(__file__).resolve().parents[1] / "data" / "plant" / "plant.splat"  # bundled
 SNOW = DATA / "snowmiku_small"
 
 
@@ -251,7 +251,6 @@ def test_splat_bad_length(tmp_path):
         load_splat(tmp_path / "b.splat")
 
 
-@pytest.mark.skipif(not PLANT.is_file(), reason="shared data absent")
 def test_plant_splat_loads():
     m = load_splat(PLANT)
     assert m.num_gaussians == 113648 and m.sh.shape == (113648, 1, 3)

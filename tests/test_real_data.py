@@ -1,4 +1,5 @@
-"""The renderer on real inputs from ../shared/data (skipped when that folder is absent):
+"""The renderer on real inputs from ../shared/data (skipped when that folder is absent) and on the
+bundled data/plant:
 
 - garden (Mip-NeRF 360 points with gsplat-style random attributes, 3 real cameras): full
   648x420 renders of all points are finite with sane coverage and depths; a seeded ~4k subset
@@ -17,6 +18,7 @@ import torch
 from conftest import (
     DATA,
     F32,
+    PLANT,
     F64,
     Scene,
     ambiguous_pixels,
@@ -30,11 +32,10 @@ from gsrender import io as gio
 from gsrender import synthetic as syn
 
 GARDEN = DATA / "garden" / "test_garden.npz"
-PLANT = DATA / "plant" / "plant.splat"
 SNOW = DATA / "snowmiku_small"
 
 needs = {name: pytest.mark.skipif(not path.exists(), reason=f"shared data absent ({path})")
-         for name, path in (("garden", GARDEN), ("plant", PLANT), ("snow", SNOW / "sparse" / "0"))}
+         for name, path in (("garden", GARDEN), ("snow", SNOW / "sparse" / "0"))}
 
 
 def _expected_depth(out):
@@ -119,7 +120,6 @@ def _plant_cameras(model, width=128, height=96, n=3):
     return vms, Ks
 
 
-@needs["plant"]
 def test_plant_splat_renders_with_coverage():
     model = gio.load_splat(PLANT)
     assert model.num_gaussians == 113_648 and model.sh_degree == 0

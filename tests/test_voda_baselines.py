@@ -16,9 +16,7 @@ from gsrender.voda.baselines import (
     make_baseline,
     project_votes,
 )
-from tests.conftest import DATA
-
-PLANT = DATA / "plant" / "plant.splat"
+from tests.conftest import PLANT
 
 
 def test_knn_matches_brute_force():
@@ -129,7 +127,6 @@ def test_surface_objects_hide_their_interior():
         R.shell_sizes(100, 0)
 
 
-@pytest.mark.skipif(not PLANT.exists(), reason="needs data/plant/plant.splat")
 def test_plant_hidden_share_is_the_generator_constant():
     """PLANT_HIDDEN_SHARE is what the benchmark's measurement gives on the real trained model
     (2 rings of 12 orbit views at 160x120; ±0.02 for float differences across CPUs)."""
@@ -138,7 +135,6 @@ def test_plant_hidden_share_is_the_generator_constant():
     assert abs(plant_hidden_share(PLANT) - R.PLANT_HIDDEN_SHARE) < 0.02
 
 
-@pytest.mark.skipif(not PLANT.exists(), reason="../shared/data is absent")
 def test_composite_plant_scene():
     """The real plant as object 1 of a Removal-3D room: upright (its height along +z), on the
     floor, at the requested size, every one of its Gaussians (and only those) with id 1."""
@@ -158,7 +154,6 @@ def test_composite_plant_scene():
     assert n == 1 and int((model.object_ids == 1).sum()) == PLANT_GAUSSIANS
 
 
-@pytest.mark.skipif(not PLANT.exists(), reason="../shared/data is absent")
 def test_undecimated_plant_has_the_decimated_ones_pose():
     """plant_full (every Gaussian) and the decimated plant of one seed share yaw and placement,
     so the two can be compared scene by scene: the kept Gaussians sit where the full model has

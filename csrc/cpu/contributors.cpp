@@ -11,6 +11,7 @@
 
 #include "gsrender/contributors.h"
 #include "isa.h"
+#include "binning_check.h"
 #include "raster_tile.h"
 
 namespace gsrender {

@@ -28,9 +28,22 @@ bool cpu_runs(Isa isa) {
 #endif
 }
 
-std::string runnable_list() {
+bool built(Isa isa) {
+  switch (isa) {
+#ifdef GSR_CPU_ISA_AVX512
+    case Isa::avx512: return true;
+#endif
+#ifdef GSR_CPU_ISA_AVX2
+    case Isa::avx2: return true;
+#endif
+    case Isa::baseline: return true;
+    default: return false;
+  }
+}
+
+std::string name_list(const std::vector<Isa>& isas) {
   std::string s;
-  for (Isa i : runnable_isas()) s += (s.empty() ? "" : ", ") + std::string(isa_name(i));
+  for (Isa i : isas) s += (s.empty() ? "" : ", ") + std::string(isa_name(i));
   return s;
 }
 
@@ -45,9 +58,16 @@ const char* isa_name(Isa isa) {
   return "?";
 }
 
-std::vector<Isa> runnable_isas() {
+std::vector<Isa> built_isas() {
   std::vector<Isa> out;
   for (Isa i : {Isa::avx512, Isa::avx2, Isa::baseline})
+    if (built(i)) out.push_back(i);
+  return out;
+}
+
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> out;
+  for (Isa i : built_isas())
     if (cpu_runs(i)) out.push_back(i);
   return out;
 }
@@ -77,7 +97,11 @@ Isa set_cpu_isa(const std::string& name, const char* source) {
   if (!cpu_runs(want))
     throw std::runtime_error(std::string(source) + ": this CPU cannot run the " + name +
                              " kernels (" + (want == Isa::avx512 ? "AVX-512F + VL" : "AVX2 + FMA") +
-                             "); it runs: " + runnable_list() + " (or auto, the best of them)");
+                             "); it runs: " + name_list(runnable_isas()) + " (or auto, the best of them)");
+  if (!built(want))
+    throw std::runtime_error(std::string(source) + ": the " + name + " kernels are not in this build, " +
+                             "which has " + name_list(built_isas()) +
+                             " (setup.py's GSRENDER_CPU_ISA_BUILD=all compiles every copy)");
   g_active.store(static_cast<int>(want), std::memory_order_relaxed);
   return want;
 }

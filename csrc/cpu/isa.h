@@ -3,6 +3,9 @@
 // and baseline x86-64 (SSE2), and each call runs the copy of the active ISA: the best this CPU runs,
 // unless GSRENDER_CPU_ISA (read when the extension loads) or set_cpu_isa() chose another. An ISA
 // the CPU cannot run is refused with an error saying what it does run; it is never executed.
+// A build may leave out the AVX-512 or AVX2 copy (GSR_CPU_ISA_NO_AVX512 / GSR_CPU_ISA_NO_AVX2,
+// which setup.py defines for GSRENDER_CPU_ISA_BUILD=native: the host's copy and the baseline one
+// only, a third less to compile); choosing a copy left out is refused the same way.
 //
 // Unlike GCC's target_clones (an ifunc the loader resolves once), the choice can change between
 // calls, so the test suite runs the same kernels under every ISA the machine has.
@@ -12,13 +15,13 @@
 // .cpp files, library calls, and the body of an OpenMP / at::parallel_for region opened inside
 // the callable (outlined as a function of its own, baseline) — dispatch inside such regions.
 #pragma once
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "parallel.h"
 
 namespace gsrender {
 namespace cpu {
@@ -26,7 +29,7 @@ namespace cpu {
 enum class Isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
 
 const char* isa_name(Isa isa);
-// The ISAs this CPU and OS can run, best first (baseline always).
+// The ISAs this CPU and OS can run and this build compiled, best first (baseline always).
 std::vector<Isa> runnable_isas();
 // The ISA dispatch runs now.
 Isa active_isa();
@@ -34,8 +37,11 @@ Isa active_isa();
 // pick a 16-float instantiation at run time; in the other copies such vectors would be emulated
 // as 2 (AVX2) or 4 (SSE2) registers each, so they keep 8-float ones.
 inline bool wide_vectors(Isa isa) { return isa == Isa::avx512; }
+// The copies this build compiled, best first (baseline always).
+std::vector<Isa> built_isas();
 // name: "auto" (the best runnable), "avx512", "avx2" or "baseline". Throws std::invalid_argument
-// for another name, std::runtime_error for an ISA this CPU cannot run (the active one is kept).
+// for another name, std::runtime_error for an ISA this CPU cannot run or this build left out (the
+// active one is kept).
 // `source` names the setting in the message (GSRENDER_CPU_ISA or set_cpu_isa).
 Isa set_cpu_isa(const std::string& name, const char* source = "set_cpu_isa");
 // set_cpu_isa(GSRENDER_CPU_ISA, or "auto" when it is unset or empty); called at module load.
@@ -44,21 +50,31 @@ Isa set_cpu_isa_from_env();
 namespace detail {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define GSR_CPU_ISA_CLONES 1
+#ifndef GSR_CPU_ISA_NO_AVX512
+#define GSR_CPU_ISA_AVX512 1
+#endif
+#ifndef GSR_CPU_ISA_NO_AVX2
+#define GSR_CPU_ISA_AVX2 1
+#endif
 // flatten inlines everything f calls (where the body is visible), so the whole call tree is
 // compiled with the clone's target; noinline keeps each clone a function the switch can call.
 // The AVX-512 copy targets VL too: with plain avx512f (no EVEX encoding of ymm operations) GCC 12
 // widens the 8-float vectors' compares and blends to zmm, and each call from that code into
 // glibc's SSE log/exp measured ~130 ns, a register-state transition stall; with VL the copy
 // stays in ymm where it can, binning ran 2.7-4x and projection 1.3-2x faster, bitwise equal.
+#ifdef GSR_CPU_ISA_AVX512
 template <class F>
 [[gnu::target("avx512f,avx512vl,fma"), gnu::flatten, gnu::noinline]] void run_avx512(
     const F& f) {
   f();
 }
+#endif
+#ifdef GSR_CPU_ISA_AVX2
 template <class F>
 [[gnu::target("avx2,fma"), gnu::flatten, gnu::noinline]] void run_avx2(const F& f) {
   f();
 }
+#endif
 // The baseline copy is flattened too, so the three differ in instruction set only.
 template <class F>
 [[gnu::flatten, gnu::noinline]] void run_baseline(const F& f) {
@@ -72,19 +88,26 @@ template <class F>
 inline void dispatch(const F& f) {
 #ifdef GSR_CPU_ISA_CLONES
   switch (active_isa()) {
+#ifdef GSR_CPU_ISA_AVX512
     case Isa::avx512: return detail::run_avx512(f);
+#endif
+#ifdef GSR_CPU_ISA_AVX2
     case Isa::avx2: return detail::run_avx2(f);
+#endif
     case Isa::baseline: return detail::run_baseline(f);
+#if !defined(GSR_CPU_ISA_AVX512) || !defined(GSR_CPU_ISA_AVX2)
+    default: break;  // a copy this build left out: never active (set_cpu_isa refuses it)
+#endif
   }
 #else
   f();
 #endif
 }
 
-// at::parallel_for whose chunks f(begin, end) run compiled for the active ISA.
+// at::parallel_for (parallel.h) whose chunks f(begin, end) run compiled for the active ISA.
 template <class F>
 inline void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
-  at::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { dispatch([&] { f(b, e); }); });
+  parallel_range(begin, end, grain, [&](int64_t b, int64_t e) { dispatch([&] { f(b, e); }); });
 }
 
 // Tasks [0, n) of uneven cost (a scene's tiles) handed out one at a time: each thread runs
@@ -95,8 +118,8 @@ template <class F>
 inline void parallel_tasks(int64_t n, const F& f) {
   std::atomic<int64_t> next{0};
   const auto take = [&next] { return next.fetch_add(1, std::memory_order_relaxed); };
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), n));
-  at::parallel_for(0, workers, 1, [&](int64_t b, int64_t e) {
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(num_threads(), n));
+  parallel_range(0, workers, 1, [&](int64_t b, int64_t e) {
     for (int64_t w = b; w < e; ++w) dispatch([&] { f(take); });
   });
 }

@@ -19,6 +19,8 @@
 #include "gsrender/composite.h"
 #include "gsrender/det_reduce.h"
 #include "isa.h"
+#include "binning_check.h"
+#include "gaussian_array.h"
 #include "raster_tile.h"
 #include "row_tile.h"
 
@@ -532,7 +534,8 @@ rasterize_bwd_cpu(const at::Tensor& means2d, const at::Tensor& conics,
   AT_DISPATCH_FLOATING_TYPES(dt, "rasterize_bwd_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, mode, weight_params);
-    const GaussianArray<T> gs = prepare_gaussians(a);
+    const GaussianArray<T> gs(a.C * a.N);
+    prepare_gaussians(a, gs.data());
     if (deterministic)
       backward_deterministic<T>(a, gs.data(), bufs.io<T>(), in.flatten_ids, has_bg);
     else

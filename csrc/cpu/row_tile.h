@@ -11,8 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "gsrender/host_alloc.h"
-#include "gsrender/raster_interface.h"
+#include "gsrender/raster_args.h"
 #include "gsrender/support_ellipse.h"
 #include "gsrender/tiles.h"
 #include "lanes.h"
@@ -81,28 +80,11 @@ struct TileEntry {
   }
 };
 
-// The frame's RowGaussians, uninitialised until prepare_gaussians writes them, in an empty_host
-// block: 64-byte aligned (PyTorch's allocator; 2 MB aligned from 2 MB on), so at float each
-// Gaussian is one cache line of the tile set-up's random reads, not two (an unaligned one
-// straddles a line boundary); and from 2 MB (32k Gaussians) on huge pages, so those reads miss
-// the TLB far less (1M Gaussians: 64 MB, 16 k pages of 4 KB), its first touch faults 32 pages,
-// not 16 k, and the next frame's array reuses the block. (It was a std::vector, zero-filled by
-// one thread before the parallel fill.)
-static_assert(sizeof(RowGaussian<float>) == 64, "a float RowGaussian is one cache line");
-template <typename T>
-struct GaussianArray {
-  at::Tensor block;  // [n · sizeof(RowGaussian)] bytes
-  explicit GaussianArray(int64_t n = 0)
-      : block(empty_host({n * int64_t(sizeof(RowGaussian<T>))}, at::TensorOptions(at::kByte))) {}
-  RowGaussian<T>* data() const { return reinterpret_cast<RowGaussian<T>*>(block.data_ptr()); }
-};
-
 // Every Gaussian's RowGaussian; float32 computes the supports 8 at a time (support_lanes, the
 // same bits), each chunk's tail one by one.
+// out: [C·N], e.g. a GaussianArray (gaussian_array.h).
 template <typename T>
-GaussianArray<T> prepare_gaussians(const RasterArgs<T>& a) {
-  GaussianArray<T> gs(a.C * a.N);
-  RowGaussian<T>* const out = gs.data();
+void prepare_gaussians(const RasterArgs<T>& a, RowGaussian<T>* const out) {
   cpu::parallel_for(0, a.C * a.N, 2048, [&](int64_t begin, int64_t end) {
     const auto finish = [&](int64_t id, double bound) {
       RowGaussian<T>& g = out[id];
@@ -126,7 +108,6 @@ GaussianArray<T> prepare_gaussians(const RasterArgs<T>& a) {
       finish(id, support_rect_bound<double>(s.a, s.b, s.c, s.level, &bound) ? bound : -INFINITY);
     }
   });
-  return gs;
 }
 
 template <typename T>

@@ -1,59 +1,15 @@
-// Composition-weight statistics (SplitGS-Loc, docs/design.md §7): for C views, per Gaussian Σw and max w
-// over every pixel of every view, the number of views in which it dominates some pixel
-// (w > tau_s), and per pixel the top-K contributors. w = α·T exactly as the sorted renderer
-// (gsrender/alpha.h: 1/255 cut, 0.99 clamp, 1e-4 early stop), walking the same tile lists.
-// Parallel over the tiles of one view at a time; every thread accumulates into its own buffers,
-// merged after each view, so no two threads ever write the same memory.
-#include "pixel_contraction.h"  // first: it sets the compile options of all that follows
+// weight_stats' CPU op: checks its arguments, allocates the outputs and runs
+// weight_stats_kernel.cpp (the statistics themselves: what they are is written there).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "gsrender/composite.h"
+#include "binning_check.h"
 #include "gsrender/weight_stats.h"
-#include "isa.h"
-#include "raster_tile.h"
+#include "weight_stats_kernel.h"
 
 namespace gsrender {
 namespace cpu {
 namespace {
-
-template <typename T>
-struct StatsScratch {
-  std::vector<TileGaussian<T>> gs;
-  std::vector<double> wsum;    // [N] Σw (double: sums over many pixels and views)
-  std::vector<T> wmax;         // [N]
-  std::vector<uint8_t> dom;    // [N] dominates some pixel in the current view
-};
-
-template <typename T>
-void stats_tile(const RasterArgs<T>& a, int64_t cam, int tx, int ty, T tau_s, int64_t K,
-                StatsScratch<T>& s, T* topk_w, int32_t* topk_ids) {
-  const int x0 = tx * a.tile_size, y0 = ty * a.tile_size;
-  const int32_t n = static_cast<int32_t>(s.gs.size());
-  for (int y = y0; y < std::min(y0 + a.tile_size, a.height); ++y)
-    for (int x = x0; x < std::min(x0 + a.tile_size, a.width); ++x) {
-      const int64_t pix = (cam * a.height + y) * a.width + x;
-      T* kw = topk_w + pix * K;
-      int32_t* kid = topk_ids + pix * K;
-      const T px = x + T(0.5), py = y + T(0.5);
-      Compositor<T> comp{true};
-      for (int32_t i = 0; i < n; ++i) {
-        const TileGaussian<T>& g = s.gs[i];
-        // outside its support box no pixel reaches α ≥ 1/255 (the packing rule)
-        if (x < g.box.x0 || x > g.box.x1 || y < g.box.y0 || y > g.box.y1) continue;
-        const T alpha =
-            pair_alpha<T>(g.opacity, gaussian_sigma<T>(g.a, g.b, g.c, g.mx - px, g.my - py));
-        if (alpha == T(0)) continue;
-        T w;
-        if (!comp.take(alpha, T(0), &w)) break;
-        const int64_t gid = g.id - cam * a.N;
-        s.wsum[gid] += w;
-        if (w > s.wmax[gid]) s.wmax[gid] = w;
-        if (w > tau_s) s.dom[gid] = 1;
-        topk_insert(w, static_cast<int32_t>(gid), K, kw, kid);
-      }
-    }
-}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> weight_stats_cpu(
     const at::Tensor& means2d, const at::Tensor& conics, const at::Tensor& opacities,
@@ -72,37 +28,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> weight_st
   AT_DISPATCH_FLOATING_TYPES(means2d.scalar_type(), "weight_stats_cpu", [&] {
     using T = scalar_t;
     const RasterArgs<T> a = make_raster_args<T>(in, width, height, 0, {});
-    const int nthreads = at::get_num_threads();
-    std::vector<StatsScratch<T>> scratch(nthreads);
-    for (auto& s : scratch) s.wsum.assign(N, 0.0), s.wmax.assign(N, T(0)), s.dom.assign(N, 0);
-    T* pw = topk_w.data_ptr<T>();
-    int32_t* pid = topk_ids.data_ptr<int32_t>();
-    int32_t* nv = nviews.data_ptr<int32_t>();
-    const int64_t tiles = int64_t(a.TH) * a.TW;
-    for (int64_t cam = 0; cam < C; ++cam) {
-      cpu::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
-        StatsScratch<T>& s = scratch[at::get_thread_num()];
-        for (int64_t t = begin; t < end; ++t) {
-          const int64_t ct = cam * tiles + t;
-          gather_tile(a, a.tile_start(ct), a.tile_end(ct), s.gs);
-          stats_tile(a, cam, int(t % a.TW), int(t / a.TW), T(tau_s), K, s, pw, pid);
-        }
-      });
-      // a view counts once per Gaussian however many threads saw it dominate
-      for (int64_t g = 0; g < N; ++g) {
-        uint8_t d = 0;
-        for (auto& s : scratch) d |= s.dom[g], s.dom[g] = 0;
-        nv[g] += d;
-      }
-    }
-    T* ps = wsum.data_ptr<T>();
-    T* pm = wmax.data_ptr<T>();
-    for (int64_t g = 0; g < N; ++g) {
-      double sum = 0;
-      T mx = 0;
-      for (auto& s : scratch) sum += s.wsum[g], mx = std::max(mx, s.wmax[g]);
-      ps[g] = static_cast<T>(sum), pm[g] = mx;
-    }
+    const WeightStatsOut<T> o{wsum.data_ptr<T>(), wmax.data_ptr<T>(), nviews.data_ptr<int32_t>(),
+                              topk_ids.data_ptr<int32_t>(), topk_w.data_ptr<T>()};
+    weight_stats_views<T>(a, tau_s, K, o);
   });
   return {wsum, wmax, nviews, topk_ids, topk_w};
 }

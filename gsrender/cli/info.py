@@ -33,9 +33,11 @@ def info_dict() -> dict:
         if cuda_avail else [],
         "compiled_with_cuda": cuda_build,
         "backends": avail,
-        # the CPU kernels' instruction-set copy in use, and those this CPU runs (best first)
+        # the CPU kernels' instruction-set copy in use, those this CPU runs of the copies built,
+        # and the copies built (GSRENDER_CPU_ISA_BUILD), best first
         "cpu_isa": _C.cpu_isa(),
         "cpu_isas": _C.cpu_isas(),
+        "cpu_isa_copies": _C.cpu_isa_copies(),
         "ops": backends,
         "missing_cpu_kernels": [op for op, b in backends.items() if not b["CPU"]],
     }
@@ -53,8 +55,8 @@ def cmd_info(args) -> int:
     print(f"CUDA device available: {yn(d['cuda_available'])}"
           + (f" ({', '.join(d['cuda_devices'])})" if d["cuda_devices"] else ""))
     print(f"backends: {', '.join(d['backends'])}")
-    print(f"CPU kernels: {d['cpu_isa']} copy (this CPU runs {', '.join(d['cpu_isas'])}; "
-          f"GSRENDER_CPU_ISA=auto|avx512|avx2|baseline chooses)")
+    print(f"CPU kernels: {d['cpu_isa']} copy (this CPU runs {', '.join(d['cpu_isas'])}; built: "
+          f"{', '.join(d['cpu_isa_copies'])}; GSRENDER_CPU_ISA=auto|avx512|avx2|baseline chooses)")
     print(f"  {'op':<15} {'CPU':>4} {'CUDA':>5}")
     for op, b in d["ops"].items():
         print(f"  {op:<15} {yn(b['CPU']):>4} {yn(b['CUDA']):>5}")

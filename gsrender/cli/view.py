@@ -27,12 +27,20 @@ def add_parser(sub) -> None:
     v.set_defaults(func=cmd_view)
 
 
-def open_viewer(model, *, scene_path=None, up: str = "auto", **kw):
-    """A Viewer, or a CliError saying how to install viser when it is missing."""
+def require_viser() -> None:
+    """A CliError saying how to install viser when it cannot be imported (the Viewer imports it
+    only when it starts)."""
     try:
-        from gsrender.viewer.app import Viewer
+        import viser  # noqa: F401
     except ImportError as e:
         raise CliError(f"the viewer needs viser ({e}); {VIEW_EXTRA}") from None
+
+
+def open_viewer(model, *, scene_path=None, up: str = "auto", **kw):
+    """A Viewer, or a CliError saying how to install viser when it is missing."""
+    require_viser()
+    from gsrender.viewer.app import Viewer
+
     if up == "auto":
         up = default_up(Path(scene_path)) if scene_path is not None else "+z"
     return Viewer(model, up=up, **kw)
@@ -41,6 +49,7 @@ def open_viewer(model, *, scene_path=None, up: str = "auto", **kw):
 def cmd_view(args) -> int:
     if not 1 <= args.port <= 65535:
         raise CliError(f"--port: must be in 1..65535, got {args.port}")
+    require_viser()  # before the scene loads
     device = pick_device(args.backend)
     model = load_model(args.scene)
     cameras = None
