@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("seeds", nargs="*", type=int, help=f"scene seeds (default {EVAL_SEEDS})")
     ap.add_argument("--quick", action="store_true", help="CI: quick size, seed 0, few iterations")
-    ap.add_argument("--size", choices=tuple(T.SIZES), default="small")
+    ap.add_argument("--size", choices=tuple(T.SIZES), default="full")
     ap.add_argument("--splits", nargs="+", default=["isolated"])
     ap.add_argument("--methods", nargs="+", default=None, help="subset of PROTOCOL's methods")
     ap.add_argument("--out", type=Path, required=True, help="output folder")
@@ -236,6 +236,8 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", type=Path, default=None, metavar="PARTIAL",
                     help="reuse the rows of a stopped run's results.partial.json (its scenes "
                          "are not run again; with every scene there, only the summary is written)")
+    ap.add_argument("--no-curves", action="store_true",
+                    help="no metric curves on the first scene (a run that --resume completes)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     p = QUICK if args.quick else PROTOCOL
@@ -268,7 +270,7 @@ def main(argv=None) -> int:
         row = {"scene": scene_row(ts), "methods": {}}
         for m in methods:
             bar.set_description(f"{split} {seed}: {m}")
-            row["methods"][m] = sc.run(m, p, curve=(i == 0))
+            row["methods"][m] = sc.run(m, p, curve=(i == 0 and not args.no_curves))
             bar.update(1)
         rows.append(row)
         (args.out / "results.partial.json").write_text(json.dumps({"rows": rows}, default=float))
