@@ -14,7 +14,8 @@ scripts/gallery_images.py finds the plots.
 
 A table lives between `<!-- figures:begin NAME -->` and `<!-- figures:end NAME -->` in a markdown
 file; RENDERERS says which results file each one is made from. Results files this script does not
-write (first_run.json, written by the first-run measurement) are rendered when present.
+write (first_run.json, written by the first-run measurement; voda_trained.json and loc_trained.json,
+the application studies', benchmarks/study_figures.py) are rendered when present.
 """
 from __future__ import annotations
 
@@ -28,9 +29,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.study_figures import RENDERERS as STUDY_RENDERERS  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md")
+DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/voda.md", "docs/localization.md")
 MARKER = re.compile(r"(<!-- figures:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- figures:end (?P=name) -->)",
                     re.DOTALL)
 
@@ -265,7 +270,8 @@ def _table(name: str, lines_of):
 
 RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_target_lines),
              "fps": _table("fps", _fps_lines), "channels": _table("channels", _channels_lines),
-             "mipnerf360": _table("mipnerf360_synthetic", _mipnerf360_lines)}
+             "mipnerf360": _table("mipnerf360_synthetic", _mipnerf360_lines),
+             **STUDY_RENDERERS}
 
 
 def render_text(text: str, results: Path) -> str:

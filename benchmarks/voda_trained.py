@@ -4,7 +4,7 @@ images of a ground-truth room (gsrender.synthetic.trained), scored against the g
     python benchmarks/voda_trained.py --quick --out out/voda_trained_quick    # CI size, <= 3 min
     python benchmarks/voda_trained.py --out out/voda_trained 2000 2001 2002 2003 2004
     python benchmarks/voda_trained.py --size full --splits isolated occluding --out DIR SEEDS...
-    python benchmarks/voda_trained.py --out DIR --resume DIR/results.partial.json SEEDS...
+    python benchmarks/voda_trained.py --out DIR --resume A/results.partial.json B/... SEEDS...
 
 Positional arguments are the scene seeds (default EVAL_SEEDS). Each (split, seed) scene is
 trained once and cached under --scenes (out/trained_scenes). Methods (PROTOCOL["methods"]):
@@ -170,6 +170,15 @@ def markdown(res: dict) -> str:
               "|---|" + "---:|" * len(HEADERS)]
     for d, v in s["delta"].items():
         lines.append(f"| {d} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+    if len(res.get("by_split", {})) > 1:
+        lines += ["", "Per split, mean ± 95 % interval over its scenes:", "",
+                  "| split | scenes | " + " | ".join(f"{m} nRDE" for m in s["methods"]) + " | " +
+                  " | ".join(f"Δ {d}" for d in s["delta"]) + " |",
+                  "|---|---:|" + "---:|" * (len(s["methods"]) + len(s["delta"]))]
+        for sp, b in res["by_split"].items():
+            lines.append(f"| {sp} | {b['n']} | " +
+                         " | ".join(_fmt(b["methods"][m]["nrde"]) for m in s["methods"]) + " | " +
+                         " | ".join(_fmt(b["delta"][d]["nrde"]) for d in s["delta"]) + " |")
     lines += ["", "| scene | PSNR test | Gaussians | hidden share (objects) | coverage ≥ 3 |",
               "|---|---:|---:|---:|---:|"]
     for r in res["rows"]:
@@ -233,9 +242,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="output folder")
     ap.add_argument("--scenes", type=Path, default=Path("out/trained_scenes"),
                     help="trained-scene cache (default out/trained_scenes)")
-    ap.add_argument("--resume", type=Path, default=None, metavar="PARTIAL",
-                    help="reuse the rows of a stopped run's results.partial.json (its scenes "
-                         "are not run again; with every scene there, only the summary is written)")
+    ap.add_argument("--resume", type=Path, nargs="+", default=(), metavar="PARTIAL",
+                    help="reuse the rows of earlier runs' results.partial.json files (their "
+                         "scenes are not run again; with every scene there, only the summary is "
+                         "written)")
     ap.add_argument("--no-curves", action="store_true",
                     help="no metric curves on the first scene (a run that --resume completes)")
     ap.add_argument("--no-progress", action="store_true")
@@ -253,9 +263,9 @@ def main(argv=None) -> int:
     cfg = VodaConfig(**p["voda"])
     rows, t0 = [], time.perf_counter()
     done = {}
-    if args.resume:
-        done = {(r["scene"]["split"], r["scene"]["seed"]): r
-                for r in json.loads(args.resume.read_text())["rows"]}
+    for path in args.resume:
+        done.update({(r["scene"]["split"], r["scene"]["seed"]): r
+                     for r in json.loads(path.read_text())["rows"]})
     jobs = [(sp, sd) for sp in args.splits for sd in seeds]
     bar = tqdm(total=len(jobs) * len(methods), disable=args.no_progress, unit="run",
                dynamic_ncols=True)
@@ -279,7 +289,9 @@ def main(argv=None) -> int:
            "voda_config": asdict(cfg), "scene_size": asdict(T.SIZES[size]),
            "tuning_seeds": TUNING_SEEDS, "eval_seeds": EVAL_SEEDS, "env": env_block(),
            "seconds": time.perf_counter() - t0, "rows": rows,
-           "summary": summarise(rows, methods)}
+           "summary": summarise(rows, methods),
+           "by_split": {sp: summarise([r for r in rows if r["scene"]["split"] == sp], methods)
+                        for sp in args.splits if any(r["scene"]["split"] == sp for r in rows)}}
     (args.out / "results.json").write_text(json.dumps(res, indent=1, default=float))
     (args.out / "results.md").write_text(markdown(res))
     plots(res, args.out)

@@ -1,0 +1,91 @@
+"""The application studies' figures, rendered from their results files for benchmarks/report.py.
+
+The studies (benchmarks/voda_trained.py, benchmarks/loc_trained.py) train their scenes and take
+hours, so `make bench` does not run them: their combined results live in
+benchmarks/results/voda_trained.json and loc_trained.json, and these renderers turn them into the
+tables of docs/voda.md and docs/localization.md and the two lines per study in README.md."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+def _load(results: Path, name: str) -> dict | None:
+    path = results / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _missing(name: str) -> str:
+    return f"(no results file: benchmarks/results/{name}.json, written by benchmarks/{name}.py)\n"
+
+
+def _pm(mc, scale: float = 1.0, nd: int = 2) -> str:
+    m, c = mc
+    return f"{scale * m:.{nd}f}" if not math.isfinite(c) else f"{scale * m:.{nd}f} ± {scale * c:.{nd}f}"
+
+
+def voda_command(res: dict) -> str:
+    return (f"python benchmarks/voda_trained.py --size {res['size']} --splits {' '.join(res['splits'])}"
+            f" --out out/voda_trained {' '.join(map(str, res['seeds']))}")
+
+
+def render_voda(results: Path) -> str:
+    """docs/voda.md: the study's tables (benchmarks/voda_trained.py's markdown without its title),
+    then the command and the machine."""
+    from benchmarks import voda_trained
+
+    res = _load(results, "voda_trained")
+    if res is None:
+        return _missing("voda_trained")
+    body = voda_trained.markdown(res).split("\n", 2)[2]
+    env = res["env"]
+    return (body + f"\n`{voda_command(res)}`: {env['cpu']}, {env['cpu_threads']} threads, load "
+            f"{env['loadavg'][0]:.1f} at the end; commit {env['commit'][:12]}, {env['time']}.\n")
+
+
+def render_loc(results: Path) -> str:
+    """docs/localization.md: the study's tables (benchmarks/loc_trained.py's markdown without its
+    title; it names the command and the machine)."""
+    from benchmarks import loc_trained
+
+    res = _load(results, "loc_trained")
+    if res is None:
+        return _missing("loc_trained")
+    return loc_trained.markdown(res).split("\n", 2)[2]
+
+
+def _voda_line(res: dict) -> str:
+    s = res["summary"]
+    d = s["delta"]
+    per_split = {sp: sum(r["scene"]["split"] == sp for r in res["rows"]) for sp in res["splits"]}
+    scenes = ", ".join(f"{n} {sp}" for sp, n in per_split.items())
+    return (f"VODA on 3DGS models trained from images ({scenes} scenes, {res['size']} size, "
+            f"Gaussian Grouping as released): paired ΔnRDE {_pm(d['gg+voda − gg']['nrde'])} over "
+            f"Gaussian Grouping, {_pm(d['grouping+voda − grouping']['nrde'])} over the stronger kNN "
+            f"(< 0: VODA better); object Gaussians hidden in the trained models "
+            f"{_pm(s['hidden_share_objects'], 100, 1)} %.")
+
+
+def _loc_line(res: dict) -> str:
+    s = res["summary"]
+    r = lambda m, k: _pm(s[m][k], 100, 0)
+    return (f"SplitGS-Loc on the same trained models ({len(res['scenes'])} scenes × "
+            f"{res['sizes']['queries']} queries, {res['size']} size): R@5cm5° {r('splitgs', 'recall_5cm5deg')} % "
+            f"(no split {r('no_split', 'recall_5cm5deg')}, density child opacity "
+            f"{r('density_opacity', 'recall_5cm5deg')}, no selection {r('no_select', 'recall_5cm5deg')}); "
+            f"a triangulated map from the same images and features {r('triangulated', 'recall_5cm5deg')} % "
+            f"(R@2cm2° {r('triangulated', 'recall_2cm2deg')} vs {r('splitgs', 'recall_2cm2deg')} %).")
+
+
+def render_applications(results: Path) -> str:
+    """README.md: each study's result in one line, whichever way it goes."""
+    lines = []
+    for name, line in (("voda_trained", _voda_line), ("loc_trained", _loc_line)):
+        res = _load(results, name)
+        lines.append(f"- {line(res)}" if res is not None else f"- {_missing(name).strip()}")
+    return "\n".join(lines) + "\n"
+
+
+RENDERERS = {"voda_trained": render_voda, "loc_trained": render_loc,
+             "applications": render_applications}
