@@ -190,19 +190,32 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
     N = means.shape[0]
     for t, name, last in ((quats, "quats", (N, 4)), (scales, "scales", (N, 3))):
         _check_tensor(t, name, 2, last)
+    return project_covariances(means, covariances(quats, scales), opacities, viewmats, Ks, width,
+                               height, eps2d, near_plane, far_plane, radius_clip, antialiased,
+                               camera_model)
+
+
+def project_covariances(means, covars, opacities, viewmats, Ks, width: int, height: int,
+                        eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
+                        radius_clip: float = 0.0, antialiased: bool = False,
+                        camera_model: str = "pinhole") -> dict:
+    """project() of Gaussians given by their world-space covariances covars [N,3,3] instead of
+    quats and scales (differentiable in covars)."""
+    _check_tensor(means, "means", 2, (3,))
+    N = means.shape[0]
+    _check_tensor(covars, "covars", 3, (N, 3, 3))
     _check_tensor(opacities, "opacities", 1, (N,))
     _check_tensor(viewmats, "viewmats", 3, (4, 4))
     _check_tensor(Ks, "Ks", 3, (viewmats.shape[0], 3, 3))
 
     R, t = viewmats[:, :3, :3], viewmats[:, :3, 3]  # [C,3,3], [C,3]
     p_c = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]  # [C,N,3]
-    cov_c = R[:, None] @ covariances(quats, scales)[None] @ R.transpose(-1, -2)[:, None]  # [C,N,3,3]
+    cov_c = R[:, None] @ covars[None] @ R.transpose(-1, -2)[:, None]  # [C,N,3,3]
     x, y, z = p_c.unbind(-1)  # [C,N] each
 
     in_depth = (z >= near_plane) & (z <= far_plane)
     # stand-in depth for culled entries keeps every division finite (their results are masked)
     zs = torch.where(in_depth, z, torch.ones_like(z))
-    zero = torch.zeros_like(zs)
 
     means2d, j0, j1 = _lens(camera_model, x, y, zs, Ks, width, height)  # [C,N,2], rows of J
     # cov2d = J Σ_c Jᵀ, its three distinct entries (symmetric by construction)
@@ -211,6 +224,18 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
     c_xx = (j0 * s_j0).sum(-1)
     c_xy = (j0 * s_j1).sum(-1)
     c_yy = (j1 * s_j1).sum(-1)
+    return screen_gaussians(means2d, torch.stack([c_xx, c_xy, c_yy], dim=-1), z, in_depth,
+                            opacities, width, height, eps2d, radius_clip, antialiased)
+
+
+def screen_gaussians(means2d, cov2d, depths, keep, opacities, width: int, height: int,
+                     eps2d: float, radius_clip: float, antialiased: bool) -> dict:
+    """The lens-independent end of a projection: image-space Gaussians (means2d [C,N,2], cov2d
+    [C,N,3] = (xx, xy, yy) before the eps2d blur, depths [C,N]) and the entries the lens kept
+    (keep [C,N] bool) -> project()'s dict: the eps2d low-pass filter, the conic, the antialiasing
+    compensation, opacity-aware radii and off-screen culling (docs/design.md §3)."""
+    c_xx, c_xy, c_yy = cov2d.unbind(-1)
+    zero = torch.zeros_like(c_xx)
     det_orig = c_xx * c_yy - c_xy * c_xy
     c_xx, c_yy = c_xx + eps2d, c_yy + eps2d  # low-pass filter: at least ~eps2d px² of blur
     det = c_xx * c_yy - c_xy * c_xy
@@ -224,7 +249,7 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
         comp = torch.where(pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), zero)
         opac2d = opacities[None, :] * comp  # [C,N]
     else:
-        opac2d = opacities[None, :].expand_as(z)
+        opac2d = opacities[None, :].expand_as(c_xx)
 
     conics = torch.stack([c_yy / dets, -c_xy / dets, c_xx / dets], dim=-1)  # [C,N,3]
 
@@ -237,7 +262,7 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
         mx, my = means2d.unbind(-1)
         off_screen = (mx + rx <= 0) | (mx - rx >= width) | (my + ry <= 0) | (my - ry >= height)
         too_small = (rx <= radius_clip) & (ry <= radius_clip)
-        valid = in_depth & ok_det & o_ok & ~too_small & ~off_screen  # NaN compares False: culled
+        valid = keep & ok_det & o_ok & ~too_small & ~off_screen  # NaN compares False: culled
         # huge footprints are clamped only so the int32 cast stays defined
         radii = torch.stack([rx, ry], dim=-1).clamp(0, 2**30)
         radii = torch.where(valid[..., None], radii, torch.zeros_like(radii)).to(torch.int32)
@@ -245,7 +270,7 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
     return {
         "radii": radii,
         "means2d": torch.where(valid[..., None], means2d, torch.zeros_like(means2d)),
-        "depths": torch.where(valid, z, zero),
+        "depths": torch.where(valid, depths, zero),
         "conics": torch.where(valid[..., None], conics, torch.zeros_like(conics)),
         "opacities2d": torch.where(valid, opac2d, zero),
     }
