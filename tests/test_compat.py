@@ -10,6 +10,7 @@ import gsrender
 from gsrender import synthetic as S
 from gsrender.compat.gsplat import rasterization
 from gsrender.compat.inria import GaussianRasterizationSettings, GaussianRasterizer
+from gsrender.reference import covariances as reference_covariances
 
 W, H = 64, 48
 
@@ -110,9 +111,7 @@ def test_gsplat_absgrad(scene, packed):
 
 
 @pytest.mark.parametrize("kw", [{"camera_model": "ftheta"}, {"sparse_grad": True},
-                                {"with_ut": True}, {"with_eval3d": True}, {"segmented": True},
-                                {"radial_coeffs": torch.zeros(2, 6)},
-                                {"covars": torch.eye(3).expand(400, 3, 3)},
+                                {"with_eval3d": True}, {"segmented": True},
                                 {"viewmats_rs": torch.eye(4).expand(2, 4, 4)},
                                 {"some_new_option": 1}])
 def test_gsplat_unsupported(scene, kw):
@@ -127,6 +126,63 @@ def test_gsplat_neutral_options_accepted(scene):
     img, _, _ = rasterization(*_args(m, vm, K, m.sh), sh_degree=1, with_ut=False,
                               with_eval3d=False, covars=None, segmented=False)
     assert img.shape == (2, H, W, 3)
+
+
+@pytest.mark.parametrize("kw", [{"with_ut": True}, {"covars": torch.eye(3).expand(400, 3, 3)},
+                                {"with_ut": True, "radial_coeffs": torch.zeros(2, 6)}])
+def test_gsplat_distributed_refuses_torch_projections(scene, kw):
+    m, vm, K = scene
+    with pytest.raises(NotImplementedError, match="distributed=True with covars, with_ut"):
+        rasterization(*_args(m, vm, K, m.sh), sh_degree=1, distributed=True, **kw)
+
+
+@pytest.mark.parametrize("name,width", [("radial_coeffs", 6), ("tangential_coeffs", 2),
+                                        ("thin_prism_coeffs", 4)])
+def test_gsplat_distortion_needs_with_ut(scene, name, width):
+    m, vm, K = scene
+    with pytest.raises(ValueError, match=f"{name}: .*pass with_ut=True"):
+        rasterization(*_args(m, vm, K, m.sh), sh_degree=1, **{name: torch.zeros(2, width)})
+
+
+@pytest.mark.parametrize("camera_model,kw", [
+    ("pinhole", {}),
+    ("pinhole", {"radial_coeffs": torch.tensor([[0.05, -0.01, 0.0, 0.01, 0.0, 0.0]] * 2),
+                 "tangential_coeffs": torch.tensor([[1e-3, -2e-3]] * 2),
+                 "thin_prism_coeffs": torch.tensor([[1e-3, 0.0, -1e-3, 0.0]] * 2)}),
+    ("fisheye", {"radial_coeffs": torch.tensor([[0.05, 0.01, 0.0, 0.0]] * 2)}),
+])
+@pytest.mark.parametrize("packed", [True, False])
+def test_gsplat_with_ut_matches_native(scene, camera_model, kw, packed):
+    """with_ut and the coefficients reach gsrender.rasterize; the distortion changes the image."""
+    m, vm, K = scene
+    img, alphas, _ = rasterization(*_args(m, vm, K, m.sh), sh_degree=1, packed=packed,
+                                      camera_model=camera_model, with_ut=True, **kw)
+    ref = gsrender.rasterize(*_args(m, vm, K, m.sh), sh_degree=1, camera_model=camera_model,
+                             with_ut=True, **kw)
+    assert torch.equal(img, ref.colors) and torch.equal(alphas, ref.alphas)
+    assert float(alphas.amax()) > 0.5
+    if kw:
+        plain = gsrender.rasterize(*_args(m, vm, K, m.sh), sh_degree=1, camera_model=camera_model,
+                                   with_ut=True)
+        assert float((plain.alphas - alphas).abs().amax()) > 0.05  # the coefficients count
+
+
+@pytest.mark.parametrize("with_ut", [False, True])
+def test_gsplat_covars_replace_quats_and_scales(scene, with_ut):
+    """covars renders as the quats + scales they come from, and its gradient reaches covars.
+    EWA: the same 2D Gaussians (float32 rounding apart). UT: the sigma points of covars lie along
+    its Cholesky factor's columns, not along the principal axes, so the pinhole's curvature
+    shifts the fit at second order (below 0.01 in any pixel of this scene)."""
+    m, vm, K = scene
+    covars = reference_covariances(m.quats, m.scales).requires_grad_()
+    img, alphas, _ = rasterization(m.means, None, None, m.opacities, m.sh, vm, K, W, H,
+                                   sh_degree=1, covars=covars, with_ut=with_ut, packed=False)
+    ref = gsrender.rasterize(*_args(m, vm, K, m.sh), sh_degree=1, with_ut=with_ut)
+    atol = 1e-2 if with_ut else 2e-5
+    torch.testing.assert_close(img, ref.colors, atol=atol, rtol=0)
+    torch.testing.assert_close(alphas, ref.alphas, atol=atol, rtol=0)
+    img.sum().backward()
+    assert covars.grad is not None and float(covars.grad.abs().sum()) > 0
 
 
 @pytest.mark.parametrize("camera_model", ["pinhole", "ortho", "fisheye"])
