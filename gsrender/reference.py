@@ -276,6 +276,45 @@ def screen_gaussians(means2d, cov2d, depths, keep, opacities, width: int, height
     }
 
 
+# ------------------------------------------------------------------------- lens distortion
+
+
+def distorted_pixels(camera_model: str, p, K, radial=None, tangential=None, thin_prism=None):
+    """One camera's distorted lens map, term by term as OpenCV documents it (the oracle of
+    gsrender.distortion.image_points): p [M,3] camera-space points in front of the camera, K
+    [3,3], coefficients radial [6] (pinhole k1..k6) or [4] (fisheye k1..k4), tangential [2]
+    (p1, p2), thin_prism [4] (s1..s4), None for zero -> pixels [M,2].
+
+    pinhole: x' = x/z, y' = y/z, r² = x'² + y'²,
+      x'' = x'·(1 + k1r² + k2r⁴ + k3r⁶)/(1 + k4r² + k5r⁴ + k6r⁶) + 2p1x'y' + p2(r² + 2x'²) + s1r² + s2r⁴,
+      y'' = y'·(1 + k1r² + k2r⁴ + k3r⁶)/(1 + k4r² + k5r⁴ + k6r⁶) + p1(r² + 2y'²) + 2p2x'y' + s3r² + s4r⁴;
+    fisheye: a = x/z, b = y/z, r = √(a² + b²), θ = atan(r), θd = θ(1 + k1θ² + k2θ⁴ + k3θ⁶ + k4θ⁸),
+      x'' = (θd/r)·a, y'' = (θd/r)·b (x'' = a, y'' = b on the axis);
+    then u = fx·x'' + cx, v = fy·y'' + cy."""
+    a, b = p[:, 0] / p[:, 2], p[:, 1] / p[:, 2]
+    r2 = a * a + b * b
+    if camera_model == "pinhole":
+        k = [0.0] * 6 if radial is None else [float(v) for v in radial]
+        p1, p2 = (0.0, 0.0) if tangential is None else [float(v) for v in tangential]
+        s = [0.0] * 4 if thin_prism is None else [float(v) for v in thin_prism]
+        r4, r6 = r2 ** 2, r2 ** 3
+        radial_factor = (1 + k[0] * r2 + k[1] * r4 + k[2] * r6) / (1 + k[3] * r2 + k[4] * r4 + k[5] * r6)
+        xd = a * radial_factor + 2 * p1 * a * b + p2 * (r2 + 2 * a ** 2) + s[0] * r2 + s[1] * r4
+        yd = b * radial_factor + p1 * (r2 + 2 * b ** 2) + 2 * p2 * a * b + s[2] * r2 + s[3] * r4
+    elif camera_model == "fisheye":
+        k = [0.0] * 4 if radial is None else [float(v) for v in radial]
+        r = torch.sqrt(r2)
+        theta = torch.atan(r)
+        theta_d = theta * (1 + k[0] * theta ** 2 + k[1] * theta ** 4 + k[2] * theta ** 6
+                           + k[3] * theta ** 8)
+        scale = torch.where(r > 0, theta_d / torch.where(r > 0, r, torch.ones_like(r)),
+                            torch.ones_like(r))
+        xd, yd = scale * a, scale * b
+    else:
+        raise ValueError(f"camera_model: expected 'pinhole' or 'fisheye', got {camera_model!r}")
+    return torch.stack([K[0, 0] * xd + K[0, 2], K[1, 1] * yd + K[1, 2]], dim=-1)
+
+
 # --------------------------------------------------------------------- spherical harmonics
 
 

@@ -19,9 +19,6 @@ from gsrender import distortion, reference
 # The sigma points' spread and weights (Wan and van der Merwe 2000, as 3DGUT / gsplat's
 # UnscentedTransformParameters): λ = α²(D + κ) − D for D = 3.
 UT_ALPHA, UT_BETA, UT_KAPPA = 0.1, 2.0, 0.0
-# A Gaussian stays when one of its sigma points lands within the image widened by this fraction
-# of its size on each side (3DGUT's in-image margin).
-IN_IMAGE_MARGIN = 0.1
 
 _D = 3
 _LAMBDA = UT_ALPHA ** 2 * (_D + UT_KAPPA) - _D
@@ -52,12 +49,6 @@ def sigma_points(means: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
     return torch.cat([m, m + offsets, m - offsets], dim=1)
 
 
-def _in_image(pix: torch.Tensor, width: int, height: int) -> torch.Tensor:
-    mx, my = IN_IMAGE_MARGIN * width, IN_IMAGE_MARGIN * height
-    x, y = pix.unbind(-1)
-    return (x >= -mx) & (x < width + mx) & (y >= -my) & (y < height + my)
-
-
 def project(means, opacities, viewmats, Ks, width: int, height: int, eps2d: float,
             near_plane: float, far_plane: float, radius_clip: float, antialiased: bool,
             lens: distortion.Lens, *, quats=None, scales=None, covars=None) -> dict:
@@ -68,8 +59,9 @@ def project(means, opacities, viewmats, Ks, width: int, height: int, eps2d: floa
     Culled, besides the EWA rules (mean depth outside [near_plane, far_plane], degenerate or
     off-screen ellipse, opacity): a Gaussian with a sigma point outside the lens's valid region
     (behind the camera, past a pinhole's fold or a fisheye's largest angle), whose fit would
-    mix in meaningless pixels, and one with no sigma point in the image widened by
-    IN_IMAGE_MARGIN.
+    mix in meaningless pixels. (gsplat keeps such a Gaussian when another of its points is
+    valid, and culls one with no sigma point within the image widened by 10%; here the
+    off-screen test on the ellipse's box decides, as for EWA.)
 
     The sigma points, their pixels and moments are computed in float64 whatever the inputs'
     dtype: the weights (WEIGHT_MEAN_0 ≈ −99, WEIGHT_I ≈ 16.7) amplify the rounding of the
@@ -81,9 +73,8 @@ def project(means, opacities, viewmats, Ks, width: int, height: int, eps2d: floa
     p_c = torch.einsum("cij,nkj->cnki", R, pts) + t[:, None, None, :]  # [C,N,7,3]
     z = p_c[:, :, 0, 2]  # the mean's depth [C,N]
     with torch.no_grad():
-        pix, in_lens = distortion.image_points(lens, p_c)
-        keep = ((z >= near_plane) & (z <= far_plane) & in_lens.all(-1)
-                & _in_image(pix, width, height).any(-1))
+        _, in_lens = distortion.image_points(lens, p_c)
+        keep = (z >= near_plane) & (z <= far_plane) & in_lens.all(-1)
     # culled Gaussians' points go through the lens at a stand-in on the axis, so nothing
     # non-finite reaches their (masked) gradients
     stand_in = torch.tensor([0.0, 0.0, 1.0], dtype=p_c.dtype, device=p_c.device)
