@@ -172,13 +172,17 @@ def test_gsplat_covars_replace_quats_and_scales(scene, with_ut):
     """covars renders as the quats + scales they come from, and its gradient reaches covars.
     EWA: the same 2D Gaussians (float32 rounding apart). UT: the sigma points of covars lie along
     its Cholesky factor's columns, not along the principal axes, so the pinhole's curvature
-    shifts the fit at second order (below 0.01 in any pixel of this scene)."""
+    shifts the fit at second order: the Gaussians are shrunk to a fifth so that this stays
+    below 5e-3 in every pixel (at full size the scene's largest splats, as wide as half their
+    depth, differ by 0.2)."""
     m, vm, K = scene
-    covars = reference_covariances(m.quats, m.scales).requires_grad_()
+    scales = m.scales * 0.2
+    covars = reference_covariances(m.quats, scales).requires_grad_()
     img, alphas, _ = rasterization(m.means, None, None, m.opacities, m.sh, vm, K, W, H,
                                    sh_degree=1, covars=covars, with_ut=with_ut, packed=False)
-    ref = gsrender.rasterize(*_args(m, vm, K, m.sh), sh_degree=1, with_ut=with_ut)
-    atol = 1e-2 if with_ut else 2e-5
+    ref = gsrender.rasterize(m.means, m.quats, scales, m.opacities, m.sh, vm, K, W, H,
+                             sh_degree=1, with_ut=with_ut)
+    atol = 5e-3 if with_ut else 2e-5
     torch.testing.assert_close(img, ref.colors, atol=atol, rtol=0)
     torch.testing.assert_close(alphas, ref.alphas, atol=atol, rtol=0)
     img.sum().backward()
