@@ -55,6 +55,10 @@ class DistributedTrainer(Trainer):
     def render(self, views: list[View], background: torch.Tensor | None = None,
                sh_degree: int | None = None) -> RenderOutput:
         """Renders this rank's views (collective: every rank renders at least one view)."""
+        if any(v.distortion for v in views):
+            raise NotImplementedError("views with lens distortion: the distributed renderer "
+                                      "projects with the projection op only (no unscented "
+                                      "transform); train them in one process")
         means, quats, scales, opac, sh = activated(self.params)
         deg = self.active_sh_degree() if sh_degree is None else sh_degree
         bg = self._background(train=False) if background is None else background
