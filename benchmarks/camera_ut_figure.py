@@ -40,7 +40,7 @@ GAUSSIANS = [(15, 0, 1.5, (0.25, 0.10, 0.10)), (45, 60, 1.2, (0.20, 0.20, 0.05))
              (84, 300, 1.3, (0.25, 0.05, 0.20)), (55, 270, 0.8, (0.15, 0.15, 0.04))]
 COLORS = torch.tensor([[0.9, 0.2, 0.2], [0.2, 0.7, 0.2], [0.2, 0.3, 0.9], [0.9, 0.7, 0.1],
                        [0.7, 0.2, 0.8], [0.1, 0.7, 0.8]], dtype=F64)
-LENSES = {"fisheye": None, "fisheye + k1..k4": [-0.08, 0.004, 0.0, 0.0]}
+LENSES = {"fisheye": None, "fisheye + k1, k2": [-0.08, 0.004, 0.0, 0.0]}
 KERNEL_VAR = 1.0  # the density estimate's blur, px²
 EPS2D = KERNEL_VAR + 1 / 12  # ... plus the variance of a uniform 1 px bin
 

@@ -1,5 +1,6 @@
 """Front doors (gsrender.compat): gsplat.rasterization and the 3DGS GaussianRasterizer give the
 native renderer's output, accept their libraries' typical arguments and reject unsupported ones."""
+import contextlib
 import math
 
 import numpy as np
@@ -128,14 +129,6 @@ def test_gsplat_neutral_options_accepted(scene):
     assert img.shape == (2, H, W, 3)
 
 
-@pytest.mark.parametrize("kw", [{"with_ut": True}, {"covars": torch.eye(3).expand(400, 3, 3)},
-                                {"with_ut": True, "radial_coeffs": torch.zeros(2, 6)}])
-def test_gsplat_distributed_refuses_torch_projections(scene, kw):
-    m, vm, K = scene
-    with pytest.raises(NotImplementedError, match="distributed=True with covars, with_ut"):
-        rasterization(*_args(m, vm, K, m.sh), sh_degree=1, distributed=True, **kw)
-
-
 @pytest.mark.parametrize("name,width", [("radial_coeffs", 6), ("tangential_coeffs", 2),
                                         ("thin_prism_coeffs", 4)])
 def test_gsplat_distortion_needs_with_ut(scene, name, width):
@@ -208,25 +201,32 @@ def test_gsplat_camera_models_match_native(scene, camera_model):
     assert float((other.alphas - alphas).abs().amax()) > 0.1  # the model is not ignored
 
 
-def test_gsplat_distributed_in_a_world_of_one(scene):
-    """distributed=True renders through gsrender.distributed (each rank: its Gaussians and its
-    cameras); in a world of one that is the single-process image and gradient."""
+@contextlib.contextmanager
+def _world_of_one():
+    """A gloo process group of this process alone."""
     import socket
 
     import torch.distributed as dist
 
-    m, vm, K = scene
-    leaves = [t.clone().requires_grad_() for t in (m.means, m.opacities)]
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_gsplat_distributed_in_a_world_of_one(scene):
+    """distributed=True renders through gsrender.distributed (each rank: its Gaussians and its
+    cameras); in a world of one that is the single-process image and gradient."""
+    m, vm, K = scene
+    leaves = [t.clone().requires_grad_() for t in (m.means, m.opacities)]
+    with _world_of_one():
         img, alphas, _ = rasterization(leaves[0], m.quats, m.scales, leaves[1], m.sh, vm, K, W, H,
                                        sh_degree=1, distributed=True, camera_model="fisheye")
         img.sum().backward()
-    finally:
-        dist.destroy_process_group()
     ref_leaves = [t.clone().requires_grad_() for t in (m.means, m.opacities)]
     ref, ref_alphas, _ = rasterization(ref_leaves[0], m.quats, m.scales, ref_leaves[1], m.sh, vm,
                                        K, W, H, sh_degree=1, camera_model="fisheye")
@@ -235,6 +235,27 @@ def test_gsplat_distributed_in_a_world_of_one(scene):
     torch.testing.assert_close(alphas, ref_alphas)
     for a, b in zip(leaves, ref_leaves):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_gsplat_distributed_lens_options_in_a_world_of_one(scene):
+    """distributed=True with covars, with_ut and distortion coefficients (which travel with the
+    cameras): in a world of one the single-process image and covariance gradient."""
+    m, vm, K = scene
+    kw = {"with_ut": True, "radial_coeffs": torch.tensor([[0.05, -0.01, 0.0, 0.0, 0.0, 0.0]] * 2),
+          "tangential_coeffs": torch.tensor([[1e-3, -2e-3]] * 2)}
+    covars = reference_covariances(m.quats, m.scales * 0.5)
+    leaves = [covars.clone().requires_grad_(), covars.clone().requires_grad_()]
+    with _world_of_one():
+        img, alphas, _ = rasterization(m.means, None, None, m.opacities, m.sh, vm, K, W, H,
+                                       sh_degree=1, distributed=True, covars=leaves[0], **kw)
+        img.sum().backward()
+    ref, ref_alphas, _ = rasterization(m.means, None, None, m.opacities, m.sh, vm, K, W, H,
+                                       sh_degree=1, covars=leaves[1], **kw)
+    ref.sum().backward()
+    torch.testing.assert_close(img, ref)
+    torch.testing.assert_close(alphas, ref_alphas)
+    assert float(alphas.detach().amax()) > 0.5
+    torch.testing.assert_close(leaves[0].grad, leaves[1].grad)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,8 +15,6 @@ colours are not accepted there), and the neutral values (None / False / GLOBAL) 
 
 Not supported (NotImplementedError, with the reason):
 - camera_model="ftheta": no f-theta lens model.
-- distributed=True with covars, with_ut or distortion coefficients: the distributed renderer
-  projects with the projection op only.
 - rolling_shutter other than GLOBAL, viewmats_rs: every pixel is rendered from one pose.
 - with_eval3d=True: Gaussians are evaluated in 2D (EWA), not along 3D rays.
 - segmented=True: a gsplat memory layout for its CUDA sort; gsrender bins differently.
@@ -60,15 +58,10 @@ def _is_neutral(value) -> bool:
     return value is None or value is False or getattr(value, "name", None) == "GLOBAL"
 
 
-def _check_supported(camera_model, sparse_grad, distributed, covars, with_ut, coeffs,
-                     extra: dict) -> None:
+def _check_supported(camera_model, sparse_grad, extra: dict) -> None:
     if camera_model not in CAMERA_MODELS:
         raise NotImplementedError(f"camera_model={camera_model!r} is not supported by gsrender "
                                   f"(one of {CAMERA_MODELS}; no f-theta lens model)")
-    if distributed and (covars is not None or with_ut or any(c is not None for c in coeffs)):
-        raise NotImplementedError("distributed=True with covars, with_ut or distortion "
-                                  "coefficients is not supported by gsrender: the distributed "
-                                  "renderer projects with the projection op only")
     if sparse_grad:
         raise NotImplementedError("sparse_grad=True is not supported by gsrender (dense gradients)")
     for name, value in extra.items():
@@ -136,8 +129,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     """
     coeffs = {"radial_coeffs": radial_coeffs, "tangential_coeffs": tangential_coeffs,
               "thin_prism_coeffs": thin_prism_coeffs}
-    _check_supported(camera_model, sparse_grad, distributed, covars, with_ut, coeffs.values(),
-                     kwargs)
+    _check_supported(camera_model, sparse_grad, kwargs)
     if render_mode not in RENDER_MODES:
         raise ValueError(f"render_mode must be one of {RENDER_MODES}, got {render_mode!r}")
     if rasterize_mode not in RASTERIZE_MODES:
@@ -158,19 +150,18 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
     if want_rgb and features is None:
         bg_native = backgrounds
 
-    lens = {}
     if distributed:
         from gsrender.distributed import rasterize as render_fn
     else:
         render_fn = _rasterize
-        lens = dict(covars=covars, with_ut=with_ut, **coeffs)
-        if covars is not None:
-            quats, scales = None, None
+    if covars is not None:
+        quats, scales = None, None
     out = render_fn(means, quats, scales, opacities, native_colors, viewmats, Ks, width, height,
                     sh_degree=native_sh, features=features, backgrounds=bg_native,
                     near_plane=near_plane, far_plane=far_plane, eps2d=eps2d,
                     antialiased=rasterize_mode == "antialiased", camera_model=camera_model,
-                    tile_size=tile_size, radius_clip=radius_clip, **lens)
+                    tile_size=tile_size, radius_clip=radius_clip, covars=covars, with_ut=with_ut,
+                    **coeffs)
     alphas = out.alphas  # [C, H, W, 1]
     if features is not None:
         rgb = out.features  # [C, H, W, D]
