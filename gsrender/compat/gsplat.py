@@ -120,9 +120,11 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
                   with_ut: bool = False, radial_coeffs=None, tangential_coeffs=None,
                   thin_prism_coeffs=None, **kwargs):
     """gsplat.rasterization (the module docstring lists what is supported). Shapes: means [N,3], quats [N,4] wxyz,
-    scales [N,3] (ignored when covars [N,3,3] is given, as in gsplat), opacities [N], colors [N,D] / [C,N,D] (any D; D != 3 is rendered through
-    gsrender's features path) or SH [N,K,3] / [C,N,K,3] with sh_degree, viewmats [C,4,4],
-    Ks [C,3,3], backgrounds [C,D] or [D] (D + 0 depth channels, as in gsplat).
+    scales [N,3] (both ignored when covars [N,3,3] is given, as in gsplat), opacities [N],
+    colors [N,D] / [C,N,D] (any D; D != 3 is rendered through gsrender's features path) or SH
+    [N,K,3] / [C,N,K,3] with sh_degree, viewmats [C,4,4], Ks [C,3,3], backgrounds [C,D] or [D]
+    (D + 0 depth channels, as in gsplat), radial_coeffs [C,6] / [C,4], tangential_coeffs [C,2],
+    thin_prism_coeffs [C,4] (with with_ut=True).
 
     Returns (render_colors [C,H,W,X], render_alphas [C,H,W,1], meta) where X = D for "RGB",
     1 for "D"/"ED" and D+1 for "RGB+D"/"RGB+ED"; D is the expected depth Σ w z, ED = D / alpha.
