@@ -1,27 +1,20 @@
 """Distorted cameras in files and commands (docs/cameras.md): COLMAP's SIMPLE_RADIAL, RADIAL,
 OPENCV, FULL_OPENCV and OPENCV_FISHEYE load with their coefficients in gsplat's layout (text and
-binary), the writers and camera JSON carry them back, and `gsrender render --colmap` and the
-trainer of `gsrender train --colmap` render through the distorted lens (the unscented transform).
+binary), and the writers and camera JSON carry them back. Rendering them: tests/test_cli.py
+(`gsrender render --colmap`) and tests/test_train.py (`gsrender train --colmap`'s dataset).
 """
 from __future__ import annotations
 
 import json
 import struct
 
-import imageio.v3 as iio
 import pytest
 import torch
 
 from gsrender.cameras import load_cameras_json, save_cameras_json
-from gsrender.cli.common import load_model
-from gsrender.cli.main import main
 from gsrender.distortion import COEFFICIENTS
-from gsrender.io import Camera, load_colmap_cameras, save_ply, write_colmap_binary, write_colmap_text
+from gsrender.io import Camera, load_colmap_cameras, write_colmap_binary, write_colmap_text
 from gsrender.io.colmap import read_colmap_model
-from gsrender.render import rasterize
-from gsrender.scene import GaussianModel, rgb_to_sh
-from gsrender.train import TrainConfig, Trainer, load_colmap_dataset
-from gsrender.train.params import activated
 
 R, T = "radial_coeffs", "tangential_coeffs"
 # a COLMAP camera line (model, params after fx [fy] cx cy) -> its coefficients in gsplat's layout
@@ -147,81 +140,3 @@ def test_camera_json_bad_coefficients(tmp_path, entry, match):
 def test_camera_bad_distortion(model, distortion, match):
     with pytest.raises(ValueError, match=match):
         _camera(model, distortion)
-
-
-# ----------------------------------------------------------------------------------- commands
-
-
-def _tiny_model(n: int = 300, seed: int = 0) -> GaussianModel:
-    g = torch.Generator().manual_seed(seed)
-    return GaussianModel(
-        means=torch.rand(n, 3, generator=g) * 2 - 1,
-        quats=torch.randn(n, 4, generator=g),
-        scales=torch.rand(n, 3, generator=g) * 0.08 + 0.02,
-        opacities=torch.rand(n, generator=g) * 0.5 + 0.45,
-        sh=rgb_to_sh(torch.rand(n, 3, generator=g))[:, None, :],
-    )
-
-
-# (model, distortion params, focal length, binary file): a strong fisheye with k1..k4 and an
-# OPENCV pinhole with strong barrel distortion
-CLI_CASES = [("OPENCV_FISHEYE", [0.2, -0.05, 0.01, -0.002], 14.0, False),
-             ("OPENCV", [-0.25, 0.05, 2e-3, -1e-3], 40.0, True)]
-
-
-@pytest.mark.parametrize(("model", "dist", "f", "binary"), CLI_CASES, ids=[c[0] for c in CLI_CASES])
-def test_render_colmap_distorted(tmp_path, model, dist, f, binary):
-    """`gsrender render --colmap` renders a distorted COLMAP camera through its lens: the saved
-    alpha is rasterize(with_ut=True, coefficients)'s, not the undistorted lens's."""
-    ply = tmp_path / "tiny.ply"
-    save_ply(ply, _tiny_model())
-    sparse = tmp_path / "sparse"
-    _write_model(sparse, model, dist, binary, width=64, height=48, pose=(1, 0, 0, 0, 0, 0, 2.0),
-                 intrinsics=[f, f, 32.0, 24.0])
-    out = tmp_path / "r"
-    rc = main(["render", "--scene", str(ply), "--colmap", str(sparse), "--what", "alpha",
-               "--out", str(out), "--no-progress"])
-    assert rc == 0
-    saved = torch.from_numpy(iio.imread(out / "alpha_00.png")).double() / 255  # [48, 64]
-    vm = torch.eye(4)[None]
-    vm[0, 2, 3] = 2.0
-    K = torch.tensor([[[f, 0, 32], [0, f, 24], [0, 0, 1]]])
-    (cam,) = load_colmap_cameras(sparse)
-    lens = "fisheye" if model == "OPENCV_FISHEYE" else "pinhole"
-    coeffs = {k: v[None] for k, v in cam.distortion.items()}
-    m = load_model(ply)
-    args = (m.means, m.quats, m.scales, m.opacities, m.sh, vm, K, 64, 48)
-    want = rasterize(*args, sh_degree=m.sh_degree, camera_model=lens, with_ut=True, **coeffs)
-    plain = rasterize(*args, sh_degree=m.sh_degree, camera_model=lens, with_ut=True)
-    assert float((saved - want.alphas[0, ..., 0].double()).abs().max()) <= 1 / 255 + 1e-6
-    assert float((saved - plain.alphas[0, ..., 0].double()).abs().max()) > 0.1  # distortion counts
-
-
-def test_colmap_distorted_dataset_trains_through_its_lens(tmp_path):
-    """An OPENCV COLMAP dataset gives views with its coefficients, and the trainer renders them
-    through the unscented transform, differentiably."""
-    sparse = tmp_path / "sparse" / "0"
-    _write_model(sparse, "OPENCV", [-0.25, 0.05, 2e-3, -1e-3], binary=False, width=48, height=32,
-                 pose=(1, 0, 0, 0, 0, 0, 2.0), intrinsics=[30.0, 30.0, 24.0, 16.0])
-    (sparse / "points3D.txt").write_text("1 0 0 0 128 128 128 0\n")
-    (tmp_path / "images").mkdir()
-    iio.imwrite(tmp_path / "images" / "a.png", torch.full((32, 48, 3), 90, dtype=torch.uint8).numpy())
-    data = load_colmap_dataset(tmp_path, every=1000)
-    (view,) = data.train
-    assert view.camera_model == "pinhole" and set(view.distortion) == {R, T}
-    g = torch.Generator().manual_seed(0)
-    n = 30
-    params = {"means": torch.randn(n, 3, generator=g) * 0.8, "log_scales": torch.full((n, 3), -2.5),
-              "quats": torch.randn(n, 4, generator=g), "logit_opacities": torch.full((n,), 1.0),
-              "sh_dc": torch.rand(n, 1, 3, generator=g), "sh_rest": torch.zeros(n, 3, 3)}
-    tr = Trainer(params, extent=2.0, cfg=TrainConfig(steps=10))
-    got = tr.render([view], sh_degree=0)
-    means, quats, scales, opac, sh = activated(tr.params)
-    args = (means, quats, scales, opac, sh, view.viewmat[None], view.K[None], 48, 32)
-    coeffs = {k: v[None] for k, v in view.distortion.items()}
-    want = rasterize(*args, sh_degree=0, backgrounds=torch.zeros(1, 3), with_ut=True, **coeffs)
-    plain = rasterize(*args, sh_degree=0, backgrounds=torch.zeros(1, 3))
-    torch.testing.assert_close(got.alphas, want.alphas)
-    assert float((got.alphas - plain.alphas).detach().abs().max()) > 0.1
-    got.colors.sum().backward()
-    assert tr.params["means"].grad is not None and bool(tr.params["means"].grad.abs().sum() > 0)
