@@ -140,7 +140,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
               deterministic: bool | None = None, validate: bool | None = None) -> RenderOutput:
     """Renders N Gaussians into C cameras: RGB, expected depth, alpha and D feature channels in one
     pass. Differentiable in means, quats, scales, opacities, colors, features, backgrounds and
-    viewmats. See docs/design.md §3 for the conventions; shapes:
+    viewmats (and in covars and the distortion coefficients, below). See docs/design.md §3 for the conventions; shapes:
 
     means [N,3], quats [N,4] wxyz, scales [N,3] > 0, opacities [N] in [0,1], colors [N,3] or
     [C,N,3] (or SH [N,K,3] with sh_degree), viewmats [C,4,4] world-to-camera, Ks [C,3,3],
