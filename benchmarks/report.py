@@ -35,7 +35,8 @@ from benchmarks.study_figures import RENDERERS as STUDY_RENDERERS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/voda.md", "docs/localization.md")
+DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/cameras.md", "docs/voda.md",
+        "docs/localization.md")
 MARKER = re.compile(r"(<!-- figures:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- figures:end (?P=name) -->)",
                     re.DOTALL)
 
@@ -69,6 +70,10 @@ BENCHES = {
                         ("benchmarks/train_step.py", "--colmap", SNOWMIKU, "--warmup", "1", "--steps", "2",
                          "--out", "{out}"),
                         "train_step.json", needs=(SNOWMIKU,)),
+    "camera_ut": Bench(("benchmarks/camera_ut_figure.py", "--out", "{out}", "--figure",
+                        "docs/images/camera_ut.png"),
+                       ("benchmarks/camera_ut_figure.py", "--size", "96", "--samples", "100000",
+                        "--out", "{out}"), "camera_ut.json"),
 }
 
 
@@ -258,6 +263,21 @@ def _mipnerf360_lines(r: dict) -> list[str]:
     return lines
 
 
+def _camera_ut_lines(r: dict) -> list[str]:
+    res = r["result"]
+    lines = [(f"{len(res['gaussians'])} Gaussians, {res['size']}² px, "
+             f"{res['samples_per_gaussian']:,} Monte-Carlo samples each; means over the Gaussians:"),
+             "", "| lens | method | L1 vs Monte Carlo | mean error, px | covariance error |",
+             "|---|---|---|---|---|"]
+    for e in res["lenses"]:
+        for method, m in e["methods"].items():
+            lines.append(f"| {e['lens']} | {method} | {m['l1_mean']:.3f} | {m['mean_error_px']:.2f} | "
+                         f"{100 * m['cov_rel_error']:.1f}% |")
+        lines.append(f"| {e['lens']} | Monte Carlo (a second run) | "
+                     f"{e['monte_carlo_noise_l1_mean']:.3f} | | |")
+    return lines
+
+
 def _table(name: str, lines_of):
     """A renderer: the table lines_of makes from results/<name>.json, then the command and machine."""
     def render(results: Path) -> str:
@@ -271,7 +291,7 @@ def _table(name: str, lines_of):
 RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_target_lines),
              "fps": _table("fps", _fps_lines), "channels": _table("channels", _channels_lines),
              "mipnerf360": _table("mipnerf360_synthetic", _mipnerf360_lines),
-             **STUDY_RENDERERS}
+             "camera_ut": _table("camera_ut", _camera_ut_lines), **STUDY_RENDERERS}
 
 
 def render_text(text: str, results: Path) -> str:

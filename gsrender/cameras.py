@@ -12,7 +12,9 @@ Cameras, gsrender.loc.datasets.load_intrinsics_json localization queries) comes 
   [{"name": "cam_000", "width": W, "height": H, "K": 3x3, "viewmat_w2c_opencv": 4x4}, ...]
                                                          (data/sample/cameras.json, cameras_to_json)
 An entry may name its lens, "camera_model": "pinhole" (the default), "ortho" or "fisheye"
-(docs/cameras.md); the writer names it when it is not pinhole.
+(docs/cameras.md), and give its distortion coefficients in gsplat's layout, "radial_coeffs"
+(pinhole k1..k6, fisheye k1..k4), "tangential_coeffs" (p1 p2), "thin_prism_coeffs" (s1..s4);
+the writer writes the model when it is not pinhole and the coefficients when they are not zero.
 A frame's "file" is relative to the JSON's folder and names the camera by its base name (as COLMAP
 does); without one, "name" does (default cam_<i>).
 """
@@ -21,15 +23,16 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 import torch
 
-from gsrender.io.cameras import Camera, stack_cameras
-from gsrender.ops import CAMERA_MODELS
+from gsrender.distortion import COEFFICIENTS
+from gsrender.io.cameras import Camera, lens_arguments, stack_cameras
 from gsrender.io.paths import safe_join
+from gsrender.ops import CAMERA_MODELS
 
 __all__ = ["UP_AXES", "WORLD_UP", "Camera", "CameraEntry", "cameras_from_json", "cameras_to_json", "intrinsics",
            "load_cameras_json", "look_at", "orbit_cameras", "pinhole", "read_cameras_json", "rig",
@@ -214,10 +217,28 @@ def _matrix(path: Path, i: int, entry: dict, key: str, shape: tuple) -> np.ndarr
     return a
 
 
+def _distortion(path: Path, i: int, e: dict, model: str) -> dict:
+    """An entry's distortion coefficients ({name: [floats]}), checked against its lens model."""
+    out = {}
+    for name in ("radial_coeffs", "tangential_coeffs", "thin_prism_coeffs"):
+        if name not in e:
+            continue
+        width = COEFFICIENTS[model].get(name)
+        if width is None:
+            raise ValueError(f"{path}: camera {i} ({model}) takes no {name!r}")
+        v = e[name]
+        if not (isinstance(v, list) and len(v) == width and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)):
+            raise ValueError(f"{path}: camera {i} {name!r} must be a list of {width} finite numbers")
+        out[name] = [float(x) for x in v]
+    return out
+
+
 @dataclass
 class CameraEntry:
     """One camera of a camera JSON as read, in float64: K [3,3], viewmat [4,4] world-to-camera
-    (None when the file has none and read_cameras_json was told the pose is optional)."""
+    (None when the file has none and read_cameras_json was told the pose is optional), the lens
+    model and its distortion coefficients ({name: list of floats}, Camera.distortion's keys)."""
 
     name: str
     width: int
@@ -226,6 +247,7 @@ class CameraEntry:
     viewmat: np.ndarray | None
     image_path: Path | None
     model: str = "pinhole"
+    distortion: dict = field(default_factory=dict)
 
 
 def read_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | None = None, *,
@@ -276,7 +298,7 @@ def read_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | N
             image_path = safe_join(images_dir, name, "file")
         else:
             image_path = safe_join(path.parent, file, "file") if file else None
-        out.append(CameraEntry(name, w, h, K, vm, image_path, model))
+        out.append(CameraEntry(name, w, h, K, vm, image_path, model, _distortion(path, i, e, model)))
     return out
 
 
@@ -284,7 +306,7 @@ def load_cameras_json(path: str | os.PathLike, images_dir: str | os.PathLike | N
     """read_cameras_json's entries (every one with a pose) as Cameras (float32 K and viewmat)."""
     return [Camera(name=e.name, width=e.width, height=e.height, K=torch.from_numpy(e.K).float(),
                    viewmat=torch.from_numpy(e.viewmat).float(), image_path=e.image_path,
-                   model=e.model)
+                   model=e.model, distortion=e.distortion)
             for e in read_cameras_json(path, images_dir)]
 
 
@@ -297,10 +319,12 @@ def cameras_from_json(path) -> tuple[torch.Tensor, torch.Tensor, int, int, list[
 
 
 def cameras_to_json(viewmats: torch.Tensor, Ks: torch.Tensor, width: int, height: int,
-                    names: list[str] | None = None, camera_model: str = "pinhole") -> str:
+                    names: list[str] | None = None, camera_model: str = "pinhole",
+                    distortion: dict | None = None) -> str:
     """The list layout: [{name, width, height, K, viewmat_w2c_opencv}, ...] (as
     ../shared/data/snowmiku_small/cameras_small.json's frames, without image files), with
-    "camera_model" in every entry when it is not pinhole."""
+    "camera_model" in every entry when it is not pinhole. distortion: {name: [C, width]} (gsplat's
+    coefficient tensors, e.g. io.lens_arguments'), written per entry where not all zero."""
     vms = torch.as_tensor(viewmats).reshape(-1, 4, 4).double()
     ks = torch.as_tensor(Ks).reshape(-1, 3, 3).double()
     names = names or [f"cam_{i:03d}" for i in range(vms.shape[0])]
@@ -311,11 +335,18 @@ def cameras_to_json(viewmats: torch.Tensor, Ks: torch.Tensor, width: int, height
     if camera_model != "pinhole":
         for e in out:
             e["camera_model"] = camera_model
+    for name, coeffs in (distortion or {}).items():
+        for e, c in zip(out, torch.as_tensor(coeffs).double().reshape(len(out), -1).tolist(),
+                        strict=True):
+            if any(c):
+                e[name] = c
     return json.dumps(out, indent=1)
 
 
 def save_cameras_json(path: str | os.PathLike, cams: list[Camera]) -> None:
     """Writes Cameras (one image size) in the list layout; load_cameras_json reads them back."""
     vms, ks, width, height = stack_cameras(cams)
+    lens = lens_arguments([c.distortion for c in cams])
+    lens.pop("with_ut", None)
     Path(path).write_text(cameras_to_json(vms, ks, width, height, [c.name for c in cams],
-                                          cams[0].model) + "\n", encoding="utf-8")
+                                          cams[0].model, lens) + "\n", encoding="utf-8")

@@ -190,19 +190,32 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
     N = means.shape[0]
     for t, name, last in ((quats, "quats", (N, 4)), (scales, "scales", (N, 3))):
         _check_tensor(t, name, 2, last)
+    return project_covariances(means, covariances(quats, scales), opacities, viewmats, Ks, width,
+                               height, eps2d, near_plane, far_plane, radius_clip, antialiased,
+                               camera_model)
+
+
+def project_covariances(means, covars, opacities, viewmats, Ks, width: int, height: int,
+                        eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
+                        radius_clip: float = 0.0, antialiased: bool = False,
+                        camera_model: str = "pinhole") -> dict:
+    """project() of Gaussians given by their world-space covariances covars [N,3,3] instead of
+    quats and scales (differentiable in covars)."""
+    _check_tensor(means, "means", 2, (3,))
+    N = means.shape[0]
+    _check_tensor(covars, "covars", 3, (N, 3, 3))
     _check_tensor(opacities, "opacities", 1, (N,))
     _check_tensor(viewmats, "viewmats", 3, (4, 4))
     _check_tensor(Ks, "Ks", 3, (viewmats.shape[0], 3, 3))
 
     R, t = viewmats[:, :3, :3], viewmats[:, :3, 3]  # [C,3,3], [C,3]
     p_c = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]  # [C,N,3]
-    cov_c = R[:, None] @ covariances(quats, scales)[None] @ R.transpose(-1, -2)[:, None]  # [C,N,3,3]
+    cov_c = R[:, None] @ covars[None] @ R.transpose(-1, -2)[:, None]  # [C,N,3,3]
     x, y, z = p_c.unbind(-1)  # [C,N] each
 
     in_depth = (z >= near_plane) & (z <= far_plane)
     # stand-in depth for culled entries keeps every division finite (their results are masked)
     zs = torch.where(in_depth, z, torch.ones_like(z))
-    zero = torch.zeros_like(zs)
 
     means2d, j0, j1 = _lens(camera_model, x, y, zs, Ks, width, height)  # [C,N,2], rows of J
     # cov2d = J Σ_c Jᵀ, its three distinct entries (symmetric by construction)
@@ -211,6 +224,18 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
     c_xx = (j0 * s_j0).sum(-1)
     c_xy = (j0 * s_j1).sum(-1)
     c_yy = (j1 * s_j1).sum(-1)
+    return screen_gaussians(means2d, torch.stack([c_xx, c_xy, c_yy], dim=-1), z, in_depth,
+                            opacities, width, height, eps2d, radius_clip, antialiased)
+
+
+def screen_gaussians(means2d, cov2d, depths, keep, opacities, width: int, height: int,
+                     eps2d: float, radius_clip: float, antialiased: bool) -> dict:
+    """The lens-independent end of a projection: image-space Gaussians (means2d [C,N,2], cov2d
+    [C,N,3] = (xx, xy, yy) before the eps2d blur, depths [C,N]) and the entries the lens kept
+    (keep [C,N] bool) -> project()'s dict: the eps2d low-pass filter, the conic, the antialiasing
+    compensation, opacity-aware radii and off-screen culling (docs/design.md §3)."""
+    c_xx, c_xy, c_yy = cov2d.unbind(-1)
+    zero = torch.zeros_like(c_xx)
     det_orig = c_xx * c_yy - c_xy * c_xy
     c_xx, c_yy = c_xx + eps2d, c_yy + eps2d  # low-pass filter: at least ~eps2d px² of blur
     det = c_xx * c_yy - c_xy * c_xy
@@ -224,7 +249,7 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
         comp = torch.where(pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), zero)
         opac2d = opacities[None, :] * comp  # [C,N]
     else:
-        opac2d = opacities[None, :].expand_as(z)
+        opac2d = opacities[None, :].expand_as(c_xx)
 
     conics = torch.stack([c_yy / dets, -c_xy / dets, c_xx / dets], dim=-1)  # [C,N,3]
 
@@ -237,7 +262,7 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
         mx, my = means2d.unbind(-1)
         off_screen = (mx + rx <= 0) | (mx - rx >= width) | (my + ry <= 0) | (my - ry >= height)
         too_small = (rx <= radius_clip) & (ry <= radius_clip)
-        valid = in_depth & ok_det & o_ok & ~too_small & ~off_screen  # NaN compares False: culled
+        valid = keep & ok_det & o_ok & ~too_small & ~off_screen  # NaN compares False: culled
         # huge footprints are clamped only so the int32 cast stays defined
         radii = torch.stack([rx, ry], dim=-1).clamp(0, 2**30)
         radii = torch.where(valid[..., None], radii, torch.zeros_like(radii)).to(torch.int32)
@@ -245,10 +270,49 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
     return {
         "radii": radii,
         "means2d": torch.where(valid[..., None], means2d, torch.zeros_like(means2d)),
-        "depths": torch.where(valid, z, zero),
+        "depths": torch.where(valid, depths, zero),
         "conics": torch.where(valid[..., None], conics, torch.zeros_like(conics)),
         "opacities2d": torch.where(valid, opac2d, zero),
     }
+
+
+# ------------------------------------------------------------------------- lens distortion
+
+
+def distorted_pixels(camera_model: str, p, K, radial=None, tangential=None, thin_prism=None):
+    """One camera's distorted lens map, term by term as OpenCV documents it (the oracle of
+    gsrender.distortion.image_points): p [M,3] camera-space points in front of the camera, K
+    [3,3], coefficients radial [6] (pinhole k1..k6) or [4] (fisheye k1..k4), tangential [2]
+    (p1, p2), thin_prism [4] (s1..s4), None for zero -> pixels [M,2].
+
+    pinhole: x' = x/z, y' = y/z, r² = x'² + y'²,
+      x'' = x'·(1 + k1r² + k2r⁴ + k3r⁶)/(1 + k4r² + k5r⁴ + k6r⁶) + 2p1x'y' + p2(r² + 2x'²) + s1r² + s2r⁴,
+      y'' = y'·(1 + k1r² + k2r⁴ + k3r⁶)/(1 + k4r² + k5r⁴ + k6r⁶) + p1(r² + 2y'²) + 2p2x'y' + s3r² + s4r⁴;
+    fisheye: a = x/z, b = y/z, r = √(a² + b²), θ = atan(r), θd = θ(1 + k1θ² + k2θ⁴ + k3θ⁶ + k4θ⁸),
+      x'' = (θd/r)·a, y'' = (θd/r)·b (x'' = a, y'' = b on the axis);
+    then u = fx·x'' + cx, v = fy·y'' + cy."""
+    a, b = p[:, 0] / p[:, 2], p[:, 1] / p[:, 2]
+    r2 = a * a + b * b
+    if camera_model == "pinhole":
+        k = [0.0] * 6 if radial is None else [float(v) for v in radial]
+        p1, p2 = (0.0, 0.0) if tangential is None else [float(v) for v in tangential]
+        s = [0.0] * 4 if thin_prism is None else [float(v) for v in thin_prism]
+        r4, r6 = r2 ** 2, r2 ** 3
+        radial_factor = (1 + k[0] * r2 + k[1] * r4 + k[2] * r6) / (1 + k[3] * r2 + k[4] * r4 + k[5] * r6)
+        xd = a * radial_factor + 2 * p1 * a * b + p2 * (r2 + 2 * a ** 2) + s[0] * r2 + s[1] * r4
+        yd = b * radial_factor + p1 * (r2 + 2 * b ** 2) + 2 * p2 * a * b + s[2] * r2 + s[3] * r4
+    elif camera_model == "fisheye":
+        k = [0.0] * 4 if radial is None else [float(v) for v in radial]
+        r = torch.sqrt(r2)
+        theta = torch.atan(r)
+        theta_d = theta * (1 + k[0] * theta ** 2 + k[1] * theta ** 4 + k[2] * theta ** 6
+                           + k[3] * theta ** 8)
+        scale = torch.where(r > 0, theta_d / torch.where(r > 0, r, torch.ones_like(r)),
+                            torch.ones_like(r))
+        xd, yd = scale * a, scale * b
+    else:
+        raise ValueError(f"camera_model: expected 'pinhole' or 'fisheye', got {camera_model!r}")
+    return torch.stack([K[0, 0] * xd + K[0, 2], K[1, 1] * yd + K[1, 2]], dim=-1)
 
 
 # --------------------------------------------------------------------- spherical harmonics

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gsrender import _C, ops
+from gsrender import _C, ops, projection
 from gsrender import validate as V
 
 MAX_FEATURES = 1024
@@ -29,14 +29,15 @@ class RenderOutput:
 
 
 def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
-                  features, backgrounds, *, sh_channels: bool = False):
+                  features, backgrounds, *, sh_channels: bool = False, covars=None):
     """Shapes, dtypes and devices always; values (finite, ranges) on the CPU, and on CUDA under
     validation (V.values_checked). On the CPU the Gaussians' values take one pass over the four
     tensors (_C.gaussian_faults: one reduction per tensor and condition cost ~7 ms a frame at 1M).
     sh_channels: the caller passes SH coefficients (colors) and features on the CPU to
     ops.sh_channels, whose kernel checks they are finite as it reads them, so they are not read
-    here too (at 1M Gaussians a separate sum over the 192 MB of coefficients cost 6.5 ms a frame)."""
-    one_pass = (isinstance(means, torch.Tensor) and means.device.type == "cpu"
+    here too (at 1M Gaussians a separate sum over the 192 MB of coefficients cost 6.5 ms a frame).
+    covars [N,3,3] replaces quats and scales (which are then None) and is checked on its own."""
+    one_pass = (covars is None and isinstance(means, torch.Tensor) and means.device.type == "cpu"
                 and V.values_checked(means.device))
     V.tensor(means, "means", (None, 3), finite=not one_pass)
     N, dt, dev = means.shape[0], means.dtype, means.device
@@ -44,8 +45,14 @@ def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     if dt not in (torch.float32, torch.float64):
         raise TypeError(f"means must be float32 or float64, got {dt}")
     kw = {"dtype": dt, "device": dev}
-    V.tensor(quats, "quats", (N, 4), finite=not one_pass, **kw)
-    V.tensor(scales, "scales", (N, 3), finite=not one_pass, **kw)
+    if covars is None:
+        V.tensor(quats, "quats", (N, 4), finite=not one_pass, **kw)
+        V.tensor(scales, "scales", (N, 3), finite=not one_pass, **kw)
+    else:
+        if quats is not None or scales is not None:
+            raise ValueError("covars replaces quats and scales: pass quats=None and scales=None "
+                             "with covars")
+        V.tensor(covars, "covars", (N, 3, 3), **kw)
     V.tensor(opacities, "opacities", (N,), finite=not one_pass, **kw)
     if one_pass:
         faults = _C.gaussian_faults(means, quats, scales, opacities)
@@ -104,10 +111,11 @@ def _check_ranges(scales, quats, opacities):
     """The Gaussians' range checks off the CPU (on CUDA only under validation, see
     V.values_checked; the CPU makes them and the finite checks in one pass, _C.gaussian_faults).
     Each is one reduction (amin / aminmax) rather than a comparison tensor and an any(). The
-    inputs are already known finite, so no NaN hides from the comparisons."""
-    if scales.numel() and bool(scales.amin() <= 0):
+    inputs are already known finite, so no NaN hides from the comparisons. quats and scales are
+    None where covars replaces them."""
+    if scales is not None and scales.numel() and bool(scales.amin() <= 0):
         raise ValueError(_SCALES_NOT_POSITIVE)
-    if quats.numel() and bool(quats.norm(dim=-1).amin() < 1e-12):
+    if quats is not None and quats.numel() and bool(quats.norm(dim=-1).amin() < 1e-12):
         raise ValueError(_QUAT_ZERO)
     if opacities.numel():
         lo, hi = torch.aminmax(opacities)
@@ -126,11 +134,13 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
               near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
               antialiased: bool = False, camera_model: str = "pinhole", tile_size: int = 16,
               precision: str = "auto", backend: str = "auto", radius_clip: float = 0.0,
+              covars=None, with_ut: bool = False, radial_coeffs=None, tangential_coeffs=None,
+              thin_prism_coeffs=None,
               weight_params=DEFAULT_WEIGHT_PARAMS, profile: bool = False,
               deterministic: bool | None = None, validate: bool | None = None) -> RenderOutput:
     """Renders N Gaussians into C cameras: RGB, expected depth, alpha and D feature channels in one
     pass. Differentiable in means, quats, scales, opacities, colors, features, backgrounds and
-    viewmats. See docs/design.md §3 for the conventions; shapes:
+    viewmats (and in covars and the distortion coefficients, below). See docs/design.md §3 for the conventions; shapes:
 
     means [N,3], quats [N,4] wxyz, scales [N,3] > 0, opacities [N] in [0,1], colors [N,3] or
     [C,N,3] (or SH [N,K,3] with sh_degree), viewmats [C,4,4] world-to-camera, Ks [C,3,3],
@@ -138,6 +148,13 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
 
     camera_model: "pinhole" (default), "ortho" or "fisheye" (equidistant), as gsplat's; the lens
     map and its EWA Jacobian are docs/cameras.md's. Ks holds fx, fy, cx, cy for each.
+
+    covars [N,3,3]: world-space covariances in place of quats and scales (pass those as None);
+    projected by PyTorch (EWA, or the unscented transform with with_ut), differentiable in covars.
+    with_ut: project through the unscented transform (3DGUT, as gsplat's with_ut=True; PyTorch,
+    differentiable) instead of EWA, which the lens distortion coefficients need:
+    radial_coeffs [C,6] (pinhole k1..k6) or [C,4] (fisheye k1..k4), tangential_coeffs [C,2]
+    (p1 p2), thin_prism_coeffs [C,4] (s1..s4), gsplat's layout (docs/cameras.md).
 
     deterministic: the rasterizer's backward sums per-Gaussian gradients in a fixed order
     instead of with atomics, so gradients are bitwise reproducible (whatever the CPU thread
@@ -155,7 +172,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     V.choice(camera_model, "camera_model", ops.CAMERA_MODELS)
     V.positive_int(tile_size, "tile_size", 256)
     _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
-                  features, backgrounds, sh_channels=True)
+                  features, backgrounds, sh_channels=True, covars=covars)
     if backend != "auto" and means.device.type != backend:
         raise ValueError(f"backend={backend!r} but means is on {means.device}; move the inputs")
     near_plane = V.real(near_plane, "near_plane", finite=False)
@@ -181,10 +198,12 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     clock = _Clock(means.device, profile, timings)
 
     with clock("project"):
-        radii, means2d, depths, conics, opac2d = ops.project(
-            means.contiguous(), quats.contiguous(), scales.contiguous(), opacities.contiguous(),
+        radii, means2d, depths, conics, opac2d = projection.project(
+            means.contiguous(), _contiguous(quats), _contiguous(scales), opacities.contiguous(),
             viewmats.contiguous(), Ks.contiguous(), width, height, float(eps2d), float(near_plane),
-            float(far_plane), float(radius_clip), bool(antialiased), camera_model)
+            float(far_plane), float(radius_clip), bool(antialiased), camera_model, covars=covars,
+            with_ut=with_ut, radial_coeffs=radial_coeffs, tangential_coeffs=tangential_coeffs,
+            thin_prism_coeffs=thin_prism_coeffs)
     with clock("sh"):
         if sh_degree is not None:
             campos = -torch.einsum("cji,cj->ci", viewmats[:, :3, :3], viewmats[:, :3, 3])  # [C, 3]
@@ -224,6 +243,10 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     colors_out, depths_out, features_out = ops.split_render(render, features is not None)
     return RenderOutput(colors=colors_out, depths=depths_out, alphas=alphas,
                         features=features_out, meta=meta)
+
+
+def _contiguous(t):
+    return None if t is None else t.contiguous()
 
 
 def raster_plan(meta: dict) -> dict:

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 from gsrender import viz
+from gsrender.io.cameras import lens_arguments
 from gsrender.render import rasterize
 
 
@@ -19,7 +20,8 @@ def render_view(model, cam, device: torch.device, *, mode: str = "sorted", preci
         model.means, model.quats, model.scales, model.opacities, model.sh,
         cam.viewmat[None].to(device), cam.K[None].to(device), cam.width, cam.height,
         sh_degree=deg, features=model.features if features else None, backgrounds=bg, mode=mode,
-        precision=precision, backend=device.type, profile=profile, camera_model=cam.model)
+        precision=precision, backend=device.type, profile=profile, camera_model=cam.model,
+        **lens_arguments([cam.distortion], device))
 
 
 def _name(kind: str, i: int, n: int) -> str:

@@ -15,7 +15,7 @@ from gsrender import viz
 from gsrender.cameras import scene_orbit
 from gsrender.cli.common import OPS, load_model
 from gsrender.cli.main import main
-from gsrender.io import save_ply, write_colmap_text
+from gsrender.io import Camera, save_ply, write_colmap_binary, write_colmap_text
 from gsrender.io.paths import sample_dir
 from gsrender.render import rasterize
 from gsrender.scene import GaussianModel, rgb_to_sh
@@ -154,31 +154,54 @@ def test_render_colmap_resized(tmp_path):
     assert alpha.shape == (30, 40) and alpha.max() > 0  # height follows the aspect ratio
 
 
-def test_render_colmap_fisheye(tmp_path):
-    """A COLMAP OPENCV_FISHEYE model (written by hand, zero distortion) renders through the
-    fisheye lens: the saved alpha is rasterize(camera_model="fisheye")'s, not the pinhole one's."""
+# COLMAP cameras by lens: (cameras.txt line, or None for a binary OPENCV model written by
+# write_colmap_binary; rasterize's lens keywords for the expected image and for one it must differ
+# from)
+_FISHEYE_K = {"radial_coeffs": torch.tensor([[0.2, -0.05, 0.01, -0.002]])}
+_OPENCV = {"radial_coeffs": torch.tensor([[-0.25, 0.05, 0, 0, 0, 0]]),
+           "tangential_coeffs": torch.tensor([[2e-3, -1e-3]])}
+COLMAP_LENSES = {
+    "fisheye": ("1 OPENCV_FISHEYE 64 48 14 14 32 24 0 0 0 0", {"camera_model": "fisheye"},
+                {"camera_model": "pinhole"}),
+    "fisheye_k1_k4": ("1 OPENCV_FISHEYE 64 48 14 14 32 24 0.2 -0.05 0.01 -0.002",
+                      {"camera_model": "fisheye", "with_ut": True, **_FISHEYE_K},
+                      {"camera_model": "fisheye", "with_ut": True}),
+    "opencv_binary": (None, {"with_ut": True, **_OPENCV}, {"with_ut": True}),
+}
+
+
+@pytest.mark.parametrize("lens", list(COLMAP_LENSES))
+def test_render_colmap_lens(tmp_path, lens):
+    """A COLMAP model renders through its camera's lens and distortion (the unscented transform
+    when it has coefficients): the saved alpha is rasterize's with that lens, not without it."""
+    line, want_kw, other_kw = COLMAP_LENSES[lens]
     ply = tmp_path / "tiny.ply"
-    model = _tiny_model()
-    save_ply(ply, model)
+    save_ply(ply, _tiny_model())
     sparse = tmp_path / "sparse"
     sparse.mkdir()
-    (sparse / "cameras.txt").write_text("1 OPENCV_FISHEYE 64 48 14 14 32 24 0 0 0 0\n")
     # a camera 1.2 units in front of the scene's centre, looking at it (+z): wide angle coverage
-    (sparse / "images.txt").write_text("1 1 0 0 0 0 0 1.2 1 view.png\n\n")
+    vm = torch.eye(4)[None]
+    vm[0, 2, 3] = 1.2
+    f = 14.0 if line else 30.0
+    K = torch.tensor([[[f, 0, 32], [0, f, 24], [0, 0, 1]]])
+    if line:
+        (sparse / "cameras.txt").write_text(line + "\n")
+        (sparse / "images.txt").write_text("1 1 0 0 0 0 0 1.2 1 view.png\n\n")
+    else:
+        write_colmap_binary(sparse, [Camera("view.png", 64, 48, K[0], vm[0], distortion={
+            k: v[0] for k, v in _OPENCV.items()})])
+        assert (sparse / "cameras.bin").is_file()
     out = tmp_path / "r"
     rc = main(["render", "--scene", str(ply), "--colmap", str(sparse), "--what", "alpha",
                "--out", str(out), "--no-progress"])
     assert rc == 0
     saved = torch.from_numpy(iio.imread(out / "alpha_00.png")).double() / 255  # [48, 64]
-    vm = torch.eye(4)[None]
-    vm[0, 2, 3] = 1.2
-    K = torch.tensor([[[14.0, 0, 32], [0, 14, 24], [0, 0, 1]]])
     m = load_model(ply)
-    want = {lens: rasterize(m.means, m.quats, m.scales, m.opacities, m.sh, vm, K, 64, 48,
-                            sh_degree=m.sh_degree, camera_model=lens).alphas[0, ..., 0].double()
-            for lens in ("fisheye", "pinhole")}
-    assert float((saved - want["fisheye"]).abs().max()) <= 1 / 255 + 1e-6
-    assert float((saved - want["pinhole"]).abs().max()) > 0.2  # the lens matters here
+    want, other = (rasterize(m.means, m.quats, m.scales, m.opacities, m.sh, vm, K, 64, 48,
+                             sh_degree=m.sh_degree, **kw).alphas[0, ..., 0].double()
+                   for kw in (want_kw, other_kw))
+    assert float((saved - want).abs().max()) <= 1 / 255 + 1e-6
+    assert float((saved - other).abs().max()) > 0.1  # the lens matters here
 
 
 def test_orbit_cameras_look_at_the_centre():

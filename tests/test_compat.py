@@ -1,5 +1,6 @@
 """Front doors (gsrender.compat): gsplat.rasterization and the 3DGS GaussianRasterizer give the
 native renderer's output, accept their libraries' typical arguments and reject unsupported ones."""
+import contextlib
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import gsrender
 from gsrender import synthetic as S
 from gsrender.compat.gsplat import rasterization
 from gsrender.compat.inria import GaussianRasterizationSettings, GaussianRasterizer
+from gsrender.reference import covariances as reference_covariances
 
 W, H = 64, 48
 
@@ -110,9 +112,7 @@ def test_gsplat_absgrad(scene, packed):
 
 
 @pytest.mark.parametrize("kw", [{"camera_model": "ftheta"}, {"sparse_grad": True},
-                                {"with_ut": True}, {"with_eval3d": True}, {"segmented": True},
-                                {"radial_coeffs": torch.zeros(2, 6)},
-                                {"covars": torch.eye(3).expand(400, 3, 3)},
+                                {"with_eval3d": True}, {"segmented": True},
                                 {"viewmats_rs": torch.eye(4).expand(2, 4, 4)},
                                 {"some_new_option": 1}])
 def test_gsplat_unsupported(scene, kw):
@@ -127,6 +127,59 @@ def test_gsplat_neutral_options_accepted(scene):
     img, _, _ = rasterization(*_args(m, vm, K, m.sh), sh_degree=1, with_ut=False,
                               with_eval3d=False, covars=None, segmented=False)
     assert img.shape == (2, H, W, 3)
+
+
+@pytest.mark.parametrize("name,width", [("radial_coeffs", 6), ("tangential_coeffs", 2),
+                                        ("thin_prism_coeffs", 4)])
+def test_gsplat_distortion_needs_with_ut(scene, name, width):
+    m, vm, K = scene
+    with pytest.raises(ValueError, match=f"{name}: .*pass with_ut=True"):
+        rasterization(*_args(m, vm, K, m.sh), sh_degree=1, **{name: torch.zeros(2, width)})
+
+
+@pytest.mark.parametrize("camera_model,kw", [
+    ("pinhole", {}),
+    ("pinhole", {"radial_coeffs": torch.tensor([[0.05, -0.01, 0.0, 0.01, 0.0, 0.0]] * 2),
+                 "tangential_coeffs": torch.tensor([[1e-3, -2e-3]] * 2),
+                 "thin_prism_coeffs": torch.tensor([[1e-3, 0.0, -1e-3, 0.0]] * 2)}),
+    ("fisheye", {"radial_coeffs": torch.tensor([[0.05, 0.01, 0.0, 0.0]] * 2)}),
+])
+@pytest.mark.parametrize("packed", [True, False])
+def test_gsplat_with_ut_matches_native(scene, camera_model, kw, packed):
+    """with_ut and the coefficients reach gsrender.rasterize; the distortion changes the image."""
+    m, vm, K = scene
+    img, alphas, _ = rasterization(*_args(m, vm, K, m.sh), sh_degree=1, packed=packed,
+                                      camera_model=camera_model, with_ut=True, **kw)
+    ref = gsrender.rasterize(*_args(m, vm, K, m.sh), sh_degree=1, camera_model=camera_model,
+                             with_ut=True, **kw)
+    assert torch.equal(img, ref.colors) and torch.equal(alphas, ref.alphas)
+    assert float(alphas.amax()) > 0.5
+    if kw:
+        plain = gsrender.rasterize(*_args(m, vm, K, m.sh), sh_degree=1, camera_model=camera_model,
+                                   with_ut=True)
+        assert float((plain.alphas - alphas).abs().amax()) > 0.05  # the coefficients count
+
+
+@pytest.mark.parametrize("with_ut", [False, True])
+def test_gsplat_covars_replace_quats_and_scales(scene, with_ut):
+    """covars renders as the quats + scales they come from, and its gradient reaches covars.
+    EWA: the same 2D Gaussians (float32 rounding apart). UT: the sigma points of covars lie along
+    its Cholesky factor's columns, not along the principal axes, so the pinhole's curvature
+    shifts the fit at second order: the Gaussians are shrunk to a fifth so that this stays
+    below 5e-3 in every pixel (at full size the scene's largest splats, as wide as half their
+    depth, differ by 0.2)."""
+    m, vm, K = scene
+    scales = m.scales * 0.2
+    covars = reference_covariances(m.quats, scales).requires_grad_()
+    img, alphas, _ = rasterization(m.means, None, None, m.opacities, m.sh, vm, K, W, H,
+                                   sh_degree=1, covars=covars, with_ut=with_ut, packed=False)
+    ref = gsrender.rasterize(m.means, m.quats, scales, m.opacities, m.sh, vm, K, W, H,
+                             sh_degree=1, with_ut=with_ut)
+    atol = 5e-3 if with_ut else 2e-5
+    torch.testing.assert_close(img, ref.colors, atol=atol, rtol=0)
+    torch.testing.assert_close(alphas, ref.alphas, atol=atol, rtol=0)
+    img.sum().backward()
+    assert covars.grad is not None and float(covars.grad.abs().sum()) > 0
 
 
 @pytest.mark.parametrize("camera_model", ["pinhole", "ortho", "fisheye"])
@@ -148,25 +201,32 @@ def test_gsplat_camera_models_match_native(scene, camera_model):
     assert float((other.alphas - alphas).abs().amax()) > 0.1  # the model is not ignored
 
 
-def test_gsplat_distributed_in_a_world_of_one(scene):
-    """distributed=True renders through gsrender.distributed (each rank: its Gaussians and its
-    cameras); in a world of one that is the single-process image and gradient."""
+@contextlib.contextmanager
+def _world_of_one():
+    """A gloo process group of this process alone."""
     import socket
 
     import torch.distributed as dist
 
-    m, vm, K = scene
-    leaves = [t.clone().requires_grad_() for t in (m.means, m.opacities)]
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_gsplat_distributed_in_a_world_of_one(scene):
+    """distributed=True renders through gsrender.distributed (each rank: its Gaussians and its
+    cameras); in a world of one that is the single-process image and gradient."""
+    m, vm, K = scene
+    leaves = [t.clone().requires_grad_() for t in (m.means, m.opacities)]
+    with _world_of_one():
         img, alphas, _ = rasterization(leaves[0], m.quats, m.scales, leaves[1], m.sh, vm, K, W, H,
                                        sh_degree=1, distributed=True, camera_model="fisheye")
         img.sum().backward()
-    finally:
-        dist.destroy_process_group()
     ref_leaves = [t.clone().requires_grad_() for t in (m.means, m.opacities)]
     ref, ref_alphas, _ = rasterization(ref_leaves[0], m.quats, m.scales, ref_leaves[1], m.sh, vm,
                                        K, W, H, sh_degree=1, camera_model="fisheye")
@@ -175,6 +235,27 @@ def test_gsplat_distributed_in_a_world_of_one(scene):
     torch.testing.assert_close(alphas, ref_alphas)
     for a, b in zip(leaves, ref_leaves):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_gsplat_distributed_lens_options_in_a_world_of_one(scene):
+    """distributed=True with covars, with_ut and distortion coefficients (which travel with the
+    cameras): in a world of one the single-process image and covariance gradient."""
+    m, vm, K = scene
+    kw = {"with_ut": True, "radial_coeffs": torch.tensor([[0.05, -0.01, 0.0, 0.0, 0.0, 0.0]] * 2),
+          "tangential_coeffs": torch.tensor([[1e-3, -2e-3]] * 2)}
+    covars = reference_covariances(m.quats, m.scales * 0.5)
+    leaves = [covars.clone().requires_grad_(), covars.clone().requires_grad_()]
+    with _world_of_one():
+        img, alphas, _ = rasterization(m.means, None, None, m.opacities, m.sh, vm, K, W, H,
+                                       sh_degree=1, distributed=True, covars=leaves[0], **kw)
+        img.sum().backward()
+    ref, ref_alphas, _ = rasterization(m.means, None, None, m.opacities, m.sh, vm, K, W, H,
+                                       sh_degree=1, covars=leaves[1], **kw)
+    ref.sum().backward()
+    torch.testing.assert_close(img, ref)
+    torch.testing.assert_close(alphas, ref_alphas)
+    assert float(alphas.detach().amax()) > 0.5
+    torch.testing.assert_close(leaves[0].grad, leaves[1].grad)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -235,30 +235,36 @@ def test_snowmiku_smoke():
     assert after > before + 1.0, (before, after)
 
 
-def test_colmap_fisheye_dataset_trains_through_its_lens(tmp_path):
-    """An OPENCV_FISHEYE COLMAP dataset gives fisheye views, and the trainer renders them through
-    the fisheye lens (not the pinhole one)."""
+def _one_view_colmap_trainer(tmp_path, camera_line: str):
+    """A 48x32 one-image COLMAP dataset (camera 2 units in front of the origin) from a cameras.txt
+    line, its one view, and a trainer of 30 Gaussians around the origin."""
     import imageio.v3 as iio
-
-    from gsrender.render import rasterize
-    from gsrender.train.params import activated
 
     sparse = tmp_path / "sparse" / "0"
     sparse.mkdir(parents=True)
-    (sparse / "cameras.txt").write_text("1 OPENCV_FISHEYE 48 32 10 10 24 16 0 0 0 0\n")
+    (sparse / "cameras.txt").write_text(camera_line + "\n")
     (sparse / "images.txt").write_text("1 1 0 0 0 0 0 2 1 a.png\n\n")
     (sparse / "points3D.txt").write_text("1 0 0 0 128 128 128 0\n")
     (tmp_path / "images").mkdir()
     iio.imwrite(tmp_path / "images" / "a.png", torch.full((32, 48, 3), 90, dtype=torch.uint8).numpy())
     data = load_colmap_dataset(tmp_path, every=1000)
     (view,) = data.train
-    assert view.camera_model == "fisheye"
     g = torch.Generator().manual_seed(0)
     n = 30
     params = {"means": torch.randn(n, 3, generator=g) * 0.8, "log_scales": torch.full((n, 3), -2.5),
               "quats": torch.randn(n, 4, generator=g), "logit_opacities": torch.full((n,), 1.0),
               "sh_dc": torch.rand(n, 1, 3, generator=g), "sh_rest": torch.zeros(n, 3, 3)}
-    tr = Trainer(params, extent=2.0, cfg=TrainConfig(steps=10))
+    return view, Trainer(params, extent=2.0, cfg=TrainConfig(steps=10))
+
+
+def test_colmap_fisheye_dataset_trains_through_its_lens(tmp_path):
+    """An OPENCV_FISHEYE COLMAP dataset gives fisheye views, and the trainer renders them through
+    the fisheye lens (not the pinhole one)."""
+    from gsrender.render import rasterize
+    from gsrender.train.params import activated
+
+    view, tr = _one_view_colmap_trainer(tmp_path, "1 OPENCV_FISHEYE 48 32 10 10 24 16 0 0 0 0")
+    assert view.camera_model == "fisheye" and view.distortion == {}
     got = tr.render([view], sh_degree=0)
     means, quats, scales, opac, sh = activated(tr.params)
     want = {lens: rasterize(means, quats, scales, opac, sh, view.viewmat[None], view.K[None], 48, 32,
@@ -266,3 +272,26 @@ def test_colmap_fisheye_dataset_trains_through_its_lens(tmp_path):
             for lens in ("fisheye", "pinhole")}
     torch.testing.assert_close(got.alphas, want["fisheye"].alphas)
     assert float((got.alphas - want["pinhole"].alphas).detach().abs().max()) > 0.1
+
+
+def test_colmap_distorted_dataset_trains_through_its_lens(tmp_path):
+    """An OPENCV COLMAP dataset gives views with its coefficients, and the trainer renders them
+    through the unscented transform with them, differentiably."""
+    from gsrender.render import rasterize
+    from gsrender.train.params import activated
+
+    view, tr = _one_view_colmap_trainer(tmp_path, "1 OPENCV 48 32 30 30 24 16 -0.25 0.05 0.002 -0.001")
+    assert view.camera_model == "pinhole"
+    torch.testing.assert_close(view.distortion["radial_coeffs"],
+                               torch.tensor([-0.25, 0.05, 0.0, 0.0, 0.0, 0.0]))
+    torch.testing.assert_close(view.distortion["tangential_coeffs"], torch.tensor([0.002, -0.001]))
+    got = tr.render([view], sh_degree=0)
+    means, quats, scales, opac, sh = activated(tr.params)
+    args = (means, quats, scales, opac, sh, view.viewmat[None], view.K[None], 48, 32)
+    coeffs = {k: v[None] for k, v in view.distortion.items()}
+    want = rasterize(*args, sh_degree=0, backgrounds=torch.zeros(1, 3), with_ut=True, **coeffs)
+    plain = rasterize(*args, sh_degree=0, backgrounds=torch.zeros(1, 3))
+    torch.testing.assert_close(got.alphas, want.alphas)
+    assert float((got.alphas - plain.alphas).detach().abs().max()) > 0.1
+    got.colors.sum().backward()
+    assert tr.params["means"].grad is not None and bool(tr.params["means"].grad.abs().sum() > 0)

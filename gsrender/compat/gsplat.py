@@ -4,17 +4,17 @@ of gsrender.rasterize (gsrender.distributed.rasterize with ``distributed=True``)
 nothing else changes.
 
 Accepted and honoured: every argument of the signature below, ``camera_model`` "pinhole", "ortho"
-and "fisheye" (docs/cameras.md), ``distributed=True`` (each rank passes its own Gaussians and
-cameras, as in gsplat; per-camera colours are not accepted there), and the neutral values
-(None / False / GLOBAL) of ``covars``, ``with_ut``, ``radial_coeffs``, ``tangential_coeffs``,
-``thin_prism_coeffs``, ``ftheta_coeffs``, ``rolling_shutter``, ``viewmats_rs``,
-``global_z_order``, ``with_eval3d``, ``segmented``.
+and "fisheye" (docs/cameras.md), ``with_ut=True`` (the unscented transform, 3DGUT) with the lens
+distortion coefficients ``radial_coeffs`` [C,6] (pinhole) / [C,4] (fisheye), ``tangential_coeffs``
+[C,2] and ``thin_prism_coeffs`` [C,4] (which, as in gsplat, need with_ut=True), ``covars`` [N,3,3]
+in place of quats and scales (gradients flow to covars; with or without with_ut),
+``distributed=True`` (each rank passes its own Gaussians and cameras, as in gsplat; per-camera
+colours are not accepted there), and the neutral values (None / False / GLOBAL) of
+``ftheta_coeffs``, ``rolling_shutter``, ``viewmats_rs``, ``global_z_order``, ``with_eval3d``,
+``segmented``.
 
 Not supported (NotImplementedError, with the reason):
-- camera_model="ftheta": no f-theta lens model in the projection op.
-- with_ut=True and the distortion coefficients: lens distortion through the unscented transform
-  is not implemented.
-- covars: the projection op takes quats + scales (their gradients), not covariance matrices.
+- camera_model="ftheta": no f-theta lens model.
 - rolling_shutter other than GLOBAL, viewmats_rs: every pixel is rendered from one pose.
 - with_eval3d=True: Gaussians are evaluated in 2D (EWA), not along 3D rays.
 - segmented=True: a gsplat memory layout for its CUDA sort; gsrender bins differently.
@@ -28,6 +28,9 @@ Differences from gsplat (documented, deliberate):
   is a leaf whose .grad (and .absgrad) a hook fills from the unpacked tensor's gradient.
 - channel_chunk only bounds gsplat's memory; gsrender renders any channel count in one pass.
 - Radii are gsrender's opacity-aware ones (docs/design.md §3), not gsplat's 3σ ones.
+- with_ut=True keeps packed=True and takes covars (gsplat needs packed=False and quats + scales
+  there); the unscented projection is differentiable (PyTorch autograd). Its culling rule is
+  docs/cameras.md's (a Gaussian with any sigma point outside the lens's valid region is culled).
 """
 from __future__ import annotations
 
@@ -42,13 +45,8 @@ CAMERA_MODELS = ("pinhole", "ortho", "fisheye")
 # reason each raises otherwise.
 _NEUTRAL_OPTIONS = {
     "segmented": "a gsplat memory layout for its CUDA sort; gsrender bins differently",
-    "covars": "the projection op takes quats + scales (their gradients), not covariance matrices",
-    "with_ut": "lens distortion through the unscented transform is not implemented",
     "with_eval3d": "Gaussians are evaluated in 2D (EWA), not along 3D rays",
-    "radial_coeffs": "lens distortion through the unscented transform is not implemented",
-    "tangential_coeffs": "lens distortion through the unscented transform is not implemented",
-    "thin_prism_coeffs": "lens distortion through the unscented transform is not implemented",
-    "ftheta_coeffs": "no f-theta lens model in the projection op",
+    "ftheta_coeffs": "no f-theta lens model",
     "rolling_shutter": "every pixel is rendered from one pose (no rolling shutter)",
     "viewmats_rs": "every pixel is rendered from one pose (no rolling shutter)",
     "global_z_order": "gsrender sorts by depth per tile",
@@ -118,15 +116,21 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
                   tile_size: int = 16, backgrounds=None, render_mode: str = "RGB",
                   sparse_grad: bool = False, absgrad: bool = False,
                   rasterize_mode: str = "classic", channel_chunk: int = 32,
-                  distributed: bool = False, camera_model: str = "pinhole", **kwargs):
+                  distributed: bool = False, camera_model: str = "pinhole", covars=None,
+                  with_ut: bool = False, radial_coeffs=None, tangential_coeffs=None,
+                  thin_prism_coeffs=None, **kwargs):
     """gsplat.rasterization (the module docstring lists what is supported). Shapes: means [N,3], quats [N,4] wxyz,
-    scales [N,3], opacities [N], colors [N,D] / [C,N,D] (any D; D != 3 is rendered through
-    gsrender's features path) or SH [N,K,3] / [C,N,K,3] with sh_degree, viewmats [C,4,4],
-    Ks [C,3,3], backgrounds [C,D] or [D] (D + 0 depth channels, as in gsplat).
+    scales [N,3] (both ignored when covars [N,3,3] is given, as in gsplat), opacities [N],
+    colors [N,D] / [C,N,D] (any D; D != 3 is rendered through gsrender's features path) or SH
+    [N,K,3] / [C,N,K,3] with sh_degree, viewmats [C,4,4], Ks [C,3,3], backgrounds [C,D] or [D]
+    (D + 0 depth channels, as in gsplat), radial_coeffs [C,6] / [C,4], tangential_coeffs [C,2],
+    thin_prism_coeffs [C,4] (with with_ut=True).
 
     Returns (render_colors [C,H,W,X], render_alphas [C,H,W,1], meta) where X = D for "RGB",
     1 for "D"/"ED" and D+1 for "RGB+D"/"RGB+ED"; D is the expected depth Σ w z, ED = D / alpha.
     """
+    coeffs = {"radial_coeffs": radial_coeffs, "tangential_coeffs": tangential_coeffs,
+              "thin_prism_coeffs": thin_prism_coeffs}
     _check_supported(camera_model, sparse_grad, kwargs)
     if render_mode not in RENDER_MODES:
         raise ValueError(f"render_mode must be one of {RENDER_MODES}, got {render_mode!r}")
@@ -152,11 +156,14 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width: 
         from gsrender.distributed import rasterize as render_fn
     else:
         render_fn = _rasterize
+    if covars is not None:
+        quats, scales = None, None
     out = render_fn(means, quats, scales, opacities, native_colors, viewmats, Ks, width, height,
                     sh_degree=native_sh, features=features, backgrounds=bg_native,
                     near_plane=near_plane, far_plane=far_plane, eps2d=eps2d,
                     antialiased=rasterize_mode == "antialiased", camera_model=camera_model,
-                    tile_size=tile_size, radius_clip=radius_clip)
+                    tile_size=tile_size, radius_clip=radius_clip, covars=covars, with_ut=with_ut,
+                    **coeffs)
     alphas = out.alphas  # [C, H, W, 1]
     if features is not None:
         rgb = out.features  # [C, H, W, D]

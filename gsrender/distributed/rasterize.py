@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from gsrender import ops
+from gsrender import ops, projection
 from gsrender import render as R
 from gsrender.distributed.comm import all_gather_rows, all_gather_rows_autograd
 from gsrender.distributed.exchange import all_to_all_rows, all_to_all_rows_autograd, exchange_counts
@@ -25,13 +25,13 @@ _M2D, _CON, _OPA, _DEP, _RGB, _FEAT = slice(0, 2), slice(2, 5), 5, 6, slice(7, 1
 
 def _options_vector(width, height, sh_degree, colors, features, mode, tile_size, precision,
                     near_plane, far_plane, eps2d, radius_clip, antialiased, camera_model,
-                    weight_params, grad_gauss, grad_cams, ordered, device):
+                    weight_params, grad_gauss, grad_cams, ordered, lens_flags, device):
     k = colors.shape[1] if sh_degree is not None else 0
     v = [width, height, -1 if sh_degree is None else sh_degree, k,
          0 if features is None else features.shape[-1], R.MODES.index(mode), tile_size,
          R.PRECISIONS.index(precision), near_plane, far_plane, eps2d, radius_clip,
          float(antialiased), ops.camera_model_index(camera_model), *weight_params,
-         float(grad_gauss), float(grad_cams), float(ordered)]
+         float(grad_gauss), float(grad_cams), float(ordered), lens_flags]
     return torch.tensor([v], dtype=torch.float64, device=device)
 
 
@@ -41,7 +41,8 @@ _OPTION_NAMES = ("width", "height", "sh_degree", "SH coefficients (colors.shape[
                  "weight_params[0]",
                  "weight_params[1]", "weight_params[2]",
                  "gradients w.r.t. the Gaussians (grad mode and requires_grad)",
-                 "gradients w.r.t. viewmats (requires_grad)", "order (given or not)")
+                 "gradients w.r.t. viewmats (requires_grad)", "order (given or not)",
+                 "with_ut, covars and the distortion coefficients (given or not)")
 
 
 def _camera_counts(opts: torch.Tensor, n_cameras: int, group) -> list[int]:
@@ -64,7 +65,8 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
               precision: str = "auto", radius_clip: float = 0.0,
               weight_params=R.DEFAULT_WEIGHT_PARAMS,
               deterministic: bool | None = None, order: torch.Tensor | None = None,
-              group=None) -> R.RenderOutput:
+              group=None, covars=None, with_ut: bool = False, radial_coeffs=None,
+              tangential_coeffs=None, thin_prism_coeffs=None) -> R.RenderOutput:
     """gsrender.rasterize over a process group: means..colors, features are this rank's shard
     of the Gaussians ([N_r, ...]; colors [N_r,3] or SH [N_r,K,3], no per-camera colours);
     viewmats [C_r,4,4], Ks [C_r,3,3], backgrounds ([C_r,3] or [3]) this rank's cameras
@@ -77,6 +79,10 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     in a view (the depth sort is stable), e.g. repeated SfM points. order costs one more
     all-to-all (8 bytes a row).
 
+    covars, with_ut and the distortion coefficients are gsrender.rasterize's (covars [N_r,3,3]
+    this rank's Gaussians', the coefficients [C_r, width] this rank's cameras'); every rank
+    passes the same ones (given or not) and the coefficients travel with the cameras.
+
     meta: "means2d", "radii", "depths", "conics", "opacities" are this rank's Gaussians projected
     into all cameras of all ranks ([C_total, N_r, ...], camera order = rank order), e.g. for
     densification statistics; "camera_offset" is the index of this rank's first camera there;
@@ -86,7 +92,15 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     """
     V, K = viewmats, Ks
     R._check_inputs(means, quats, scales, opacities, colors, V, K, width, height, sh_degree,
-                    features, backgrounds)
+                    features, backgrounds, covars=covars)
+    coeffs = {name: c for name, c in zip(projection.DISTORTION_ARGUMENTS,
+                                          (radial_coeffs, tangential_coeffs, thin_prism_coeffs),
+                                          strict=True) if c is not None}
+    for name, c in coeffs.items():
+        R.V.tensor(c, name, (V.shape[0], None), dtype=means.dtype, device=means.device)
+    lens_flags = float(sum(1 << i for i, given in enumerate(
+        [bool(with_ut), covars is not None,
+         *(name in coeffs for name in projection.DISTORTION_ARGUMENTS)]) if given))
     if sh_degree is None and colors.dim() == 3:
         raise ValueError("colors: per-camera colours [C,N,3] are not supported by the distributed "
                          "renderer (the cameras live on other ranks); pass [N,3] or SH")
@@ -103,29 +117,35 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
         deterministic = torch.are_deterministic_algorithms_enabled()
     grad_on = torch.is_grad_enabled()
     grad_gauss = grad_on and any(t is not None and t.requires_grad
-                                 for t in (means, quats, scales, opacities, colors, features))
+                                 for t in (means, quats, scales, opacities, colors, features,
+                                           covars))
     grad_cams = grad_on and V.requires_grad
     dev = means.device
     counts = _camera_counts(_options_vector(
         width, height, sh_degree, colors, features, mode, tile_size, precision, float(near_plane),
         float(far_plane), float(eps2d), float(radius_clip), antialiased, camera_model,
-        [float(w) for w in weight_params], grad_gauss, grad_cams, order is not None, dev),
+        [float(w) for w in weight_params], grad_gauss, grad_cams, order is not None, lens_flags,
+        dev),
         V.shape[0], group)
 
     # 1. all cameras everywhere (differentiable in viewmats: the backward sums over ranks)
     world, rank = dist.get_world_size(group), dist.get_rank(group)
-    cams = torch.cat([V.reshape(-1, 16), K.reshape(-1, 9)], 1)  # [C_r, 25]
+    # [C_r, 25 + the coefficients' widths]
+    cams = torch.cat([V.reshape(-1, 16), K.reshape(-1, 9), *coeffs.values()], 1)
     allcams = all_gather_rows_autograd(cams, group) if grad_cams else \
         torch.cat(all_gather_rows(cams.detach(), group))
-    V_all, K_all = allcams[:, :16].reshape(-1, 4, 4), allcams[:, 16:].reshape(-1, 3, 3)
+    V_all, K_all = allcams[:, :16].reshape(-1, 4, 4), allcams[:, 16:25].reshape(-1, 3, 3)
+    coeffs_all = dict(zip(coeffs, allcams[:, 25:].split([c.shape[1] for c in coeffs.values()], 1),
+                          strict=True))
     offsets = [sum(counts[:d]) for d in range(world)]
     C_all, N = V_all.shape[0], means.shape[0]
 
     # 2. project this rank's Gaussians into every camera and colour them there (the owner's work)
-    radii, means2d, depths, conics, opac2d = ops.project(
-        means.contiguous(), quats.contiguous(), scales.contiguous(), opacities.contiguous(),
+    radii, means2d, depths, conics, opac2d = projection.project(
+        means.contiguous(), R._contiguous(quats), R._contiguous(scales), opacities.contiguous(),
         V_all.contiguous(), K_all.contiguous(), width, height, float(eps2d), float(near_plane),
-        float(far_plane), float(radius_clip), bool(antialiased), camera_model)
+        float(far_plane), float(radius_clip), bool(antialiased), camera_model, covars=covars,
+        with_ut=with_ut, **{k: c.contiguous() for k, c in coeffs_all.items()})
     if sh_degree is not None:
         campos = -torch.einsum("cji,cj->ci", V_all[:, :3, :3], V_all[:, :3, 3])  # [C_all, 3]
         dirs = means[None, :, :] - campos[:, None, :]

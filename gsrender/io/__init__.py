@@ -1,5 +1,5 @@
 """File IO: 3DGS PLY and .splat scenes, COLMAP models, Mip-NeRF 360 folders (camera JSON: gsrender.cameras)."""
-from gsrender.io.cameras import Camera, stack_cameras
+from gsrender.io.cameras import Camera, lens_arguments, stack_cameras
 from gsrender.io.colmap import (
     load_colmap_cameras,
     load_colmap_points,
@@ -14,6 +14,7 @@ from gsrender.io.splat import load_splat, save_splat
 
 __all__ = [
     "Camera",
+    "lens_arguments",
     "load_colmap_cameras",
     "load_colmap_points",
     "load_mipnerf360_scene",

@@ -1,19 +1,23 @@
-"""Camera: one view (OpenCV world-to-camera, a pinhole, ortho or fisheye lens), and stacking views
-for the renderer."""
+"""Camera: one view (OpenCV world-to-camera, a pinhole, ortho or fisheye lens, optionally with
+lens distortion coefficients), and stacking views for the renderer."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
+from gsrender.distortion import COEFFICIENTS
 from gsrender.ops import CAMERA_MODELS
 
 
 @dataclass
 class Camera:
     """A camera. K [3,3] float32, viewmat [4,4] float32 world-to-camera (OpenCV axes), model the
-    lens: "pinhole", "ortho" or "fisheye" (equidistant; docs/cameras.md)."""
+    lens: "pinhole", "ortho" or "fisheye" (equidistant; docs/cameras.md). distortion: the lens's
+    non-zero distortion coefficients in gsplat's layout, {"radial_coeffs": [6] (pinhole k1..k6)
+    or [4] (fisheye k1..k4), "tangential_coeffs": [2], "thin_prism_coeffs": [4]} (float32; any
+    subset the model takes), rendered through the unscented transform; empty: none."""
 
     name: str
     width: int
@@ -22,11 +26,13 @@ class Camera:
     viewmat: torch.Tensor
     image_path: Path | None = None
     model: str = "pinhole"
+    distortion: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.model not in CAMERA_MODELS:
             raise ValueError(f"model: expected one of {CAMERA_MODELS}, got {self.model!r} "
                              f"(camera {self.name!r})")
+        self.distortion = _checked_distortion(self.distortion, self.model, self.name)
         self.K = torch.as_tensor(self.K, dtype=torch.float32)
         self.viewmat = torch.as_tensor(self.viewmat, dtype=torch.float32)
         if self.K.shape != (3, 3):
@@ -50,6 +56,36 @@ class Camera:
         K[0, :] *= width / self.width   # [3]
         K[1, :] *= height / self.height  # [3]
         return replace(self, width=width, height=height, K=K)
+
+
+def _checked_distortion(coeffs: dict, model: str, name: str) -> dict:
+    widths = COEFFICIENTS[model]
+    out = {}
+    for key, value in dict(coeffs).items():
+        if key not in widths:
+            raise ValueError(f"distortion: a {model!r} camera takes {sorted(widths) or 'none'}, got "
+                             f"{key!r} (camera {name!r})")
+        t = torch.as_tensor(value, dtype=torch.float32).reshape(-1)
+        if t.shape != (widths[key],) or not bool(torch.isfinite(t).all()):
+            raise ValueError(f"distortion: {key} must hold {widths[key]} finite numbers, got "
+                             f"{t.tolist()} (camera {name!r})")
+        out[key] = t
+    return out
+
+
+def lens_arguments(distortions: list[dict], device=None) -> dict:
+    """rasterize's lens keywords for a batch of cameras' distortion dicts (Camera.distortion):
+    {} when none has any, else with_ut=True and each coefficient tensor [C, width] (zeros for the
+    cameras without it) on `device`."""
+    names = sorted({k for d in distortions for k in d})
+    if not names:
+        return {}
+    out = {"with_ut": True}
+    for k in names:
+        width = next(d[k].shape[0] for d in distortions if k in d)
+        out[k] = torch.stack([d[k] if k in d else torch.zeros(width)
+                              for d in distortions]).to(device)
+    return out
 
 
 def stack_cameras(cams: list[Camera]) -> tuple[torch.Tensor, torch.Tensor, int, int]:

@@ -1,9 +1,10 @@
 """COLMAP sparse models (cameras, images, points3D) in .bin and .txt.
 
-Cameras: SIMPLE_PINHOLE and PINHOLE load as pinhole cameras, OPENCV_FISHEYE as a fisheye
-(equidistant) one (docs/cameras.md). The distorted models SIMPLE_RADIAL, RADIAL, OPENCV and
-FULL_OPENCV load as pinhole and OPENCV_FISHEYE as fisheye when their distortion coefficients are all
-zero; gsrender renders no lens distortion, so non-zero coefficients raise (undistort the images).
+Cameras: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV and FULL_OPENCV load as pinhole
+cameras, OPENCV_FISHEYE as a fisheye (equidistant) one (docs/cameras.md), with their non-zero
+distortion coefficients in gsplat's layout (Camera.distortion; rendered through the unscented
+transform). The writers write a pinhole as PINHOLE, OPENCV (k1 k2 p1 p2) or FULL_OPENCV (k3..k6
+too) and a fisheye as OPENCV_FISHEYE.
 
 COLMAP stores per image the world-to-camera rotation as a wxyz quaternion (qvec) and the
 world-to-camera translation (tvec), in OpenCV axes: exactly our viewmat. Binary files are untrusted:
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gsrender.distortion import COEFFICIENTS
 from gsrender.io.cameras import Camera
 from gsrender.io.paths import safe_join
 
@@ -31,12 +33,22 @@ CAMERA_MODELS = {
 }
 _MODEL_IDS = {name: (mid, npar) for mid, (name, npar) in CAMERA_MODELS.items()}
 # model name -> (gsrender lens, whether fx and fy are separate params, number of distortion params
-# after fx [fy] cx cy); the models gsrender loads.
+# after fx [fy] cx cy); the models gsrender loads. Their coefficients in gsplat's layout: _GSPLAT.
 _LENSES = {
     "SIMPLE_PINHOLE": ("pinhole", False, 0), "PINHOLE": ("pinhole", True, 0),
     "SIMPLE_RADIAL": ("pinhole", False, 1), "RADIAL": ("pinhole", False, 2),
     "OPENCV": ("pinhole", True, 4), "FULL_OPENCV": ("pinhole", True, 8),
     "OPENCV_FISHEYE": ("fisheye", True, 4),
+}
+# model name -> where each of its distortion params goes: (gsplat coefficient, index), in COLMAP's
+# order (camera_models.h: SIMPLE_RADIAL k; RADIAL k1 k2; OPENCV k1 k2 p1 p2; FULL_OPENCV k1 k2 p1
+# p2 k3 k4 k5 k6; OPENCV_FISHEYE k1 k2 k3 k4)
+_R, _T = "radial_coeffs", "tangential_coeffs"
+_GSPLAT = {
+    "SIMPLE_PINHOLE": (), "PINHOLE": (), "SIMPLE_RADIAL": ((_R, 0),), "RADIAL": ((_R, 0), (_R, 1)),
+    "OPENCV": ((_R, 0), (_R, 1), (_T, 0), (_T, 1)),
+    "FULL_OPENCV": ((_R, 0), (_R, 1), (_T, 0), (_T, 1), (_R, 2), (_R, 3), (_R, 4), (_R, 5)),
+    "OPENCV_FISHEYE": ((_R, 0), (_R, 1), (_R, 2), (_R, 3)),
 }
 
 
@@ -57,6 +69,18 @@ class ColmapCamera:
         """The distortion coefficients after the intrinsics."""
         _, two_focal, n = _LENSES[self.model]
         return self.params[4 if two_focal else 3:][:n]
+
+    def lens_distortion(self) -> dict:
+        """The non-zero distortion coefficients in gsplat's layout (Camera.distortion): {} for
+        none, else every coefficient tensor the model fills (float32)."""
+        coeffs = self.distortion()
+        if not (coeffs != 0).any():
+            return {}
+        widths = COEFFICIENTS[self.lens]
+        out = {name: torch.zeros(widths[name]) for name, _ in _GSPLAT[self.model]}
+        for (name, i), v in zip(_GSPLAT[self.model], coeffs, strict=True):
+            out[name][i] = float(v)
+        return out
 
     def K(self) -> np.ndarray:
         """[3, 3] float64 intrinsics."""
@@ -123,10 +147,6 @@ def _check_camera(path: Path, cam: ColmapCamera) -> ColmapCamera:
     if cam.model not in _LENSES:
         raise ValueError(f"{path}: camera {cam.id} uses the model {cam.model}; gsrender loads "
                          f"{', '.join(_LENSES)}. {_UNDISTORT}")
-    if np.isfinite(cam.params).all() and (cam.distortion() != 0).any():
-        raise ValueError(f"{path}: camera {cam.id} ({cam.model}) has non-zero distortion "
-                         f"coefficients {cam.distortion().tolist()}; gsrender renders no lens "
-                         f"distortion. {_UNDISTORT}")
     if cam.width <= 0 or cam.height <= 0 or not np.isfinite(cam.params).all() or \
             (cam.params[:2 if _LENSES[cam.model][1] else 1] <= 0).any():
         raise ValueError(f"{path}: camera {cam.id} has invalid size or intrinsics "
@@ -356,15 +376,25 @@ def load_colmap_cameras(sparse_dir: str | os.PathLike, images_dir: str | os.Path
         out.append(Camera(
             name=img.name, width=round(cam.width / downscale), height=round(cam.height / downscale),
             K=torch.from_numpy(K).float(), viewmat=torch.from_numpy(img.viewmat()).float(),
-            image_path=image_path, model=cam.lens))
+            image_path=image_path, model=cam.lens, distortion=cam.lens_distortion()))
     return out
 
 
 # --------------------------------------------------------------------------------------- writers
 
 
-# the COLMAP model a gsrender lens is written as (fx fy cx cy, then zero distortion)
-_WRITTEN_AS = {"pinhole": "PINHOLE", "fisheye": "OPENCV_FISHEYE"}
+def _written_as(c: Camera) -> tuple[str, tuple]:
+    """The COLMAP model a Camera is written as and its distortion params: the first of the
+    lens's models (in _GSPLAT's order) that holds every non-zero coefficient."""
+    if c.model not in ("pinhole", "fisheye"):
+        raise ValueError(f"cameras: COLMAP has no {c.model} camera (camera {c.name!r})")
+    nonzero = {(name, i) for name, t in c.distortion.items() for i in torch.nonzero(t)[:, 0].tolist()}
+    for model in ("PINHOLE", "OPENCV", "FULL_OPENCV") if c.model == "pinhole" else ("OPENCV_FISHEYE",):
+        if nonzero <= set(_GSPLAT[model]):
+            return model, tuple(float(c.distortion[name][i]) if name in c.distortion else 0.0
+                                for name, i in _GSPLAT[model])
+    raise ValueError(f"cameras: COLMAP has no pinhole model with thin-prism coefficients "
+                     f"(camera {c.name!r})")
 
 
 def _intrinsics(cameras: list[Camera]) -> tuple[list[tuple], list[int]]:
@@ -372,12 +402,9 @@ def _intrinsics(cameras: list[Camera]) -> tuple[list[tuple], list[int]]:
     uniq: dict[tuple, int] = {}
     ids = []
     for c in cameras:
-        if c.model not in _WRITTEN_AS:
-            raise ValueError(f"cameras: COLMAP has no {c.model} camera (camera {c.name!r})")
-        model = _WRITTEN_AS[c.model]
+        model, dist = _written_as(c)
         K = c.K.double()
-        params = (float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2]))
-        params += (0.0,) * _LENSES[model][2]
+        params = (float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2])) + dist
         key = (model, c.width, c.height, params)
         ids.append(uniq.setdefault(key, len(uniq) + 1))
     return list(uniq), ids
@@ -392,8 +419,8 @@ def _poses(cameras: list[Camera]) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def write_colmap_text(sparse_dir: str | os.PathLike, cameras: list[Camera], points=None) -> None:
-    """Write cameras.txt / images.txt / points3D.txt (PINHOLE or OPENCV_FISHEYE; points = optional
-    (xyz, rgb))."""
+    """Write cameras.txt / images.txt / points3D.txt (PINHOLE, OPENCV, FULL_OPENCV or
+    OPENCV_FISHEYE; points = optional (xyz, rgb))."""
     d = Path(sparse_dir)
     d.mkdir(parents=True, exist_ok=True)
     intr, ids = _intrinsics(cameras)
@@ -416,8 +443,8 @@ def write_colmap_text(sparse_dir: str | os.PathLike, cameras: list[Camera], poin
 
 
 def write_colmap_binary(sparse_dir: str | os.PathLike, cameras: list[Camera], points=None) -> None:
-    """Write cameras.bin / images.bin / points3D.bin (PINHOLE or OPENCV_FISHEYE, no 2D points or
-    tracks)."""
+    """Write cameras.bin / images.bin / points3D.bin (PINHOLE, OPENCV, FULL_OPENCV or
+    OPENCV_FISHEYE; no 2D points or tracks)."""
     d = Path(sparse_dir)
     d.mkdir(parents=True, exist_ok=True)
     intr, ids = _intrinsics(cameras)

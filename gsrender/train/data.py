@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gsrender.io.cameras import Camera
+from gsrender.io.cameras import Camera, lens_arguments
 from gsrender.io.colmap import load_colmap_cameras, load_colmap_points
 from gsrender.io.paths import safe_join
 from gsrender.scene import sh_to_rgb
@@ -18,13 +18,15 @@ from gsrender.scene import sh_to_rgb
 @dataclass
 class View:
     """One posed target image: viewmat [4,4] world-to-camera, K [3,3], image [H,W,3] in [0,1],
-    camera_model the lens ("pinhole", "ortho", "fisheye"; docs/cameras.md)."""
+    camera_model the lens ("pinhole", "ortho", "fisheye"; docs/cameras.md) and its distortion
+    coefficients (Camera.distortion: rendered through the unscented transform)."""
 
     name: str
     viewmat: torch.Tensor
     K: torch.Tensor
     image: torch.Tensor
     camera_model: str = "pinhole"
+    distortion: dict = field(default_factory=dict)
 
     @property
     def width(self) -> int:
@@ -53,6 +55,13 @@ def batch_camera_model(views: list[View]) -> str:
     if len(models) != 1:
         raise ValueError(f"views: one batch mixes camera models {sorted(models)}")
     return models.pop()
+
+
+def batch_lens(views: list[View]) -> dict:
+    """rasterize's lens keywords for a batch of views: camera_model, and with_ut with the
+    coefficient tensors when a view has distortion (io.lens_arguments)."""
+    return {"camera_model": batch_camera_model(views),
+            **lens_arguments([v.distortion for v in views], views[0].K.device)}
 
 
 def camera_extent(viewmats: list[torch.Tensor]) -> float:
@@ -117,7 +126,7 @@ def load_colmap_dataset(root: str | os.PathLike, images: str = "images", scale: 
         w, h = max(1, round(c.width * scale)), max(1, round(c.height * scale))
         c = c.resized(w, h) if (w, h) != (c.width, c.height) else c
         views.append(View(c.name, c.viewmat.to(device), c.K.to(device),
-                          _read_image(c.image_path, w, h).to(device), c.model))
+                          _read_image(c.image_path, w, h).to(device), c.model, c.distortion))
     xyz, rgb = load_colmap_points(sparse)
     train, test = split(views, every, n_test)
     return Dataset(train, test, (torch.from_numpy(xyz).to(device), torch.from_numpy(rgb).to(device)),

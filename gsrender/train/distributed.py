@@ -18,7 +18,7 @@ from gsrender import distributed as D
 from gsrender import metrics
 from gsrender.render import RenderOutput
 from gsrender.scene import GaussianModel
-from gsrender.train.data import View, batch_camera_model
+from gsrender.train.data import View, batch_lens
 from gsrender.train.params import NAMES, activated, to_model
 from gsrender.train.trainer import TrainConfig, Trainer
 
@@ -61,7 +61,7 @@ class DistributedTrainer(Trainer):
         return D.rasterize(means, quats, scales, opac, sh, torch.stack([v.viewmat for v in views]),
                            torch.stack([v.K for v in views]), views[0].width, views[0].height,
                            sh_degree=deg, backgrounds=bg, order=self.order, group=self.group,
-                           camera_model=batch_camera_model(views))
+                           **batch_lens(views))
 
     def _densify_if_due(self, densifying: bool) -> dict | None:
         """Densifies this shard; the event (also in self.log) counts all shards (collective:

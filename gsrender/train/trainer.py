@@ -20,7 +20,7 @@ from gsrender.render import RenderOutput, rasterize
 from gsrender.scene import GaussianModel
 from gsrender.train import densify as dens
 from gsrender.train import optim
-from gsrender.train.data import View, batch_camera_model
+from gsrender.train.data import View, batch_lens
 from gsrender.train.params import activated, params_from_model, params_from_points, to_model
 from gsrender.train.schedule import Schedule
 
@@ -163,7 +163,7 @@ class Trainer:
         deg = self.active_sh_degree() if sh_degree is None else sh_degree
         bg = self._background(train=False) if background is None else background
         return rasterize(means, quats, scales, opac, sh, vms, Ks, views[0].width, views[0].height,
-                         sh_degree=deg, backgrounds=bg, camera_model=batch_camera_model(views))
+                         sh_degree=deg, backgrounds=bg, **batch_lens(views))
 
     def _next_views(self, views: list[View]) -> list[View]:
         """This process's views of the next step's batch: every training view once per epoch, in
