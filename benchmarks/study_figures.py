@@ -55,6 +55,19 @@ def render_loc(results: Path) -> str:
     return loc_trained.markdown(res).split("\n", 2)[2]
 
 
+def render_voda_flips(results: Path) -> str:
+    """docs/voda.md: what VODA adds to Gaussian Grouping's selection (benchmarks/voda_flips.py)."""
+    from benchmarks import voda_flips
+
+    res = _load(results, "voda_flips")
+    if res is None:
+        return _missing("voda_flips")
+    seeds = " ".join(map(str, res["seeds"]))
+    return (voda_flips.markdown(res) + f"\n`python benchmarks/voda_flips.py --size {res['size']} "
+            f"--split {res['split']} --out out/voda_flips {seeds}`: {res['env']['cpu']}, commit "
+            f"{res['env']['commit'][:12]}, {res['env']['time']}.\n")
+
+
 def _voda_line(res: dict) -> str:
     s = res["summary"]
     d = s["delta"]
@@ -83,9 +96,9 @@ def render_applications(results: Path) -> str:
     lines = []
     for name, line in (("voda_trained", _voda_line), ("loc_trained", _loc_line)):
         res = _load(results, name)
-        lines.append(f"- {line(res)}" if res is not None else f"- {_missing(name).strip()}")
+        lines.append(f"  - {line(res)}" if res is not None else f"  - {_missing(name).strip()}")
     return "\n".join(lines) + "\n"
 
 
-RENDERERS = {"voda_trained": render_voda, "loc_trained": render_loc,
+RENDERERS = {"voda_trained": render_voda, "voda_flips": render_voda_flips, "loc_trained": render_loc,
              "applications": render_applications}
