@@ -42,10 +42,13 @@ def dir_bytes(path: Path) -> int:
 
 
 def first_png(folder: Path, start: float, found: dict, done: threading.Event) -> None:
-    """Polls for the first PNG the demo writes; stores the seconds since start."""
-    while not done.is_set():
+    """Polls for the first PNG the demo writes; stores the seconds since start. Looks once more
+    after done is set (a PNG written in the last poll interval)."""
+    while True:
         if folder.is_dir() and any(folder.rglob("*.png")):
             found["s"] = time.perf_counter() - start
+            return
+        if done.is_set():
             return
         time.sleep(0.2)
 
