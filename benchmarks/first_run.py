@@ -55,7 +55,7 @@ def first_png(folder: Path, start: float, found: dict, done: threading.Event) ->
 
 def measure(clone: Path) -> dict:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True,
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=clone, capture_output=True, text=True,
                             check=True).stdout.strip()
     log = clone.parent / "compiles.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
