@@ -1,11 +1,11 @@
 """The CPU sorted forward reads each tile's list in pieces, front to back, only as far as its
-pixels need (rasterize_fwd.cpp: render_tile): its first piece is sized from the previous tile's
+pixels need (rasterize_fwd_kernel.cpp: render_tile): its first piece is sized from the previous tile's
 need, then doubled until every pixel saturated. A tile's outputs must be those of one pass over
 its whole list whatever the previous tile was. Two one-tile cameras: camera 0's tile is opaque
 (saturates within a few pairs of its list), camera 1's a transparent front layer before an
 opaque one, so its first piece is too short and it is read again in longer pieces; rendered
 alone, camera 1's tile comes first and reads its whole list at once. The backward reads each
-tile's list only up to its deepest last contributor (rasterize_bwd.cpp: last_reach): its
+tile's list only up to its deepest last contributor (rasterize_bwd_kernel.cpp: last_reach): its
 gradients must be those of the whole list, the float64 reference's."""
 from __future__ import annotations
 

@@ -115,7 +115,7 @@ def test_float32_close_to_float64_and_zero_direction():
 
 @every_cpu_isa
 def test_float32_degree3_lanes_bitwise_the_tensor_ops():
-    """Degree 3 in float runs 8 Gaussians per vector (csrc/cpu/sh.cpp: shifted_sh3_lanes), the
+    """Degree 3 in float runs 8 Gaussians per vector (csrc/cpu/sh_kernel.cpp: shifted_sh3_lanes), the
     rest one by one: both give the tensor ops' bits (sh_fwd's scalar sh_eval, + 0.5, clamp_min),
     also at a zero direction, huge coefficients (colours overflowing to Inf), and N not a multiple
     of 8. A NaN coefficient is refused (the kernel checks them: render.py leaves it that check)."""
@@ -137,7 +137,7 @@ def test_float32_degree3_lanes_bitwise_the_tensor_ops():
 
 @every_cpu_isa
 def test_float32_degree3_backward_lanes_bitwise_the_scalar_kernel():
-    """Degree 3 in float runs the backward 8 Gaussians per vector too (csrc/cpu/sh.cpp:
+    """Degree 3 in float runs the backward 8 Gaussians per vector too (csrc/cpu/sh_kernel.cpp:
     shifted_sh3_bwd_lanes), the rest one by one: both give the bits of the tensor path's scalar
     kernel (sh_bwd's sh_eval_bwd under the clamp's mask, summed over cameras in camera order),
     also at a zero direction, a negative colour, NaN, and rows wider than degree 3 (K = 25)."""
