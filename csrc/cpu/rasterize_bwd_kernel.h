@@ -6,12 +6,10 @@
 
 #include "gsrender/det_pass.h"
 #include "gsrender/raster_args.h"
+#include "row_tile.h"  // RowGaussian (both files that include this one read it whole)
 
 namespace gsrender {
 namespace cpu {
-
-template <typename T>
-struct RowGaussian;
 
 // The frame's RowGaussians into gs ([C·N], gaussian_array.h), read by both reductions below.
 template <typename T>
