@@ -286,16 +286,22 @@ def render_build_profile(results: Path) -> str:
     lines = ["| translation unit | torch in kernels: wall s | CPU s | peak MB | torch-free kernels: wall s | CPU s | peak MB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| `{u}` |" + cells(by_unit[0].get(u)) + cells(by_unit[1].get(u)) for u in order]
-    totals = [f" {r['build_wall_s']:.1f} | {sum(u['cpu_s'] for u in r['units']):.1f} | "
+    # a whole build's totals; a run read from compile records (--log) may hold some units only
+    totals = [" — | — | — |" if "from_log" in r else
+              f" {r['build_wall_s']:.1f} | {sum(u['cpu_s'] for u in r['units']):.1f} | "
               f"{max(u['peak_rss_mb'] for u in r['units']):.0f} |" for r in runs]
     lines.append("| whole build (wall; CPU sum; largest peak) |" + "".join(totals))
     lines.append("")
     for label, r in zip(("torch in kernels", "torch-free kernels"), runs):
         top = max(r["units"], key=lambda u: u["peak_rss_mb"])
-        lines.append(f"- {label}: {r.get('commit', '?')}, `GSRENDER_CPU_ISA_BUILD={r['isa_build']}`, "
-                     f"MAX_JOBS={r['jobs']}; {r.get('cpu_model', '?')}, {r.get('cores', '?')} cores, load average "
-                     f"{r['load_avg_start'][0] if r.get('load_avg_start') else '?'}→{r['load_avg_end'][0]}; "
-                     f"{r.get('date', '?')}; largest peak {top['peak_rss_mb'] / 1024:.2f} GB (`{top['unit']}`)")
+        how = ("the units listed, compiled one at a time through `tools/timed_cxx.py` (`tools/build_profile.py "
+               "--log`; a dash: not compiled in this run)" if "from_log" in r else
+               f"a whole build, MAX_JOBS={r['jobs']}")
+        start = r["load_avg_start"][0] if r.get("load_avg_start") else "?"
+        lines.append(f"- {label}: {r.get('commit', '?')}, `GSRENDER_CPU_ISA_BUILD={r['isa_build']}`, {how}; "
+                     f"{r.get('cpu_model', '?')}, {r.get('cores', '?')} cores, load average {start}→"
+                     f"{r['load_avg_end'][0]}; {r.get('date', '?')}; largest peak "
+                     f"{top['peak_rss_mb'] / 1024:.2f} GB (`{top['unit']}`)")
     return "\n".join(lines) + "\n"
 
 
