@@ -301,7 +301,7 @@ def render_build_profile(results: Path) -> str:
         lines.append(f"- {label}: {r.get('commit', '?')}, `GSRENDER_CPU_ISA_BUILD={r['isa_build']}`, {how}; "
                      f"{r.get('cpu_model', '?')}, {r.get('cores', '?')} cores, load average {start}→"
                      f"{r['load_avg_end'][0]}; {r.get('date', '?')}; largest peak "
-                     f"{top['peak_rss_mb'] / 1024:.2f} GB (`{top['unit']}`)")
+                     f"{top['peak_rss_mb'] / 1024:.2f} GB (`{top['unit']}`)" + (f"; {r['note']}" if r.get("note") else ""))
     return "\n".join(lines) + "\n"
 
 
