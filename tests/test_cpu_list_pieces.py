@@ -13,8 +13,8 @@ import pytest
 import torch
 from conftest import every_cpu_isa
 
-import gsrender.ops as ops
 import gsrender.reference as ref
+from gsrender import ops
 
 S = 16  # the image side: one 16-pixel tile per camera
 
@@ -52,7 +52,7 @@ def test_pieces_match_one_pass(seed):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread takes the tiles in order: camera 0's need sizes camera 1's piece
     try:
-        (both, offs), (first, _), (alone, offs1) = render([opaque, layered]), render([opaque]), render([layered])
+        (both, offs), (first, _), (alone, _) = render([opaque, layered]), render([opaque]), render([layered])
     finally:
         torch.set_num_threads(threads)
     need0 = (both[2][0] - offs[0]).max().item()
