@@ -69,9 +69,13 @@ demo: build
 	$(VENV)/bin/gsrender demo
 
 # Each translation unit's wall and CPU time and peak compiler memory, from a clean build in a
-# temporary folder (tools/build_profile.py; MAX_JOBS=1 unless given: each unit's wall time its own)
+# temporary folder (tools/build_profile.py; MAX_JOBS=1 unless given: each unit's wall time its own),
+# into benchmarks/results/build_profile.json, beside the torch-in-kernels build's figures
+# (docs/testing.md renders both: benchmarks/report.py --render)
+PROFILE_BEFORE := benchmarks/results/build_profile_torch_kernels.json
 build-profile: setup
-	MAX_JOBS=$(or $(PROFILE_JOBS),1) $(PY) tools/build_profile.py
+	MAX_JOBS=$(or $(PROFILE_JOBS),1) $(PY) tools/build_profile.py --json benchmarks/results/build_profile.json \
+	  $(if $(wildcard $(PROFILE_BEFORE)),--compare $(PROFILE_BEFORE))
 
 # The viewer's browser test drives Debian's headless Chromium through selenium (no browser
 # download at test time). Installed only as root and when missing (~3 min); else the test skips.

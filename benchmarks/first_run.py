@@ -42,17 +42,20 @@ def dir_bytes(path: Path) -> int:
 
 
 def first_png(folder: Path, start: float, found: dict, done: threading.Event) -> None:
-    """Polls for the first PNG the demo writes; stores the seconds since start."""
-    while not done.is_set():
+    """Polls for the first PNG the demo writes; stores the seconds since start. Looks once more
+    after done is set (a PNG written in the last poll interval)."""
+    while True:
         if folder.is_dir() and any(folder.rglob("*.png")):
             found["s"] = time.perf_counter() - start
+            return
+        if done.is_set():
             return
         time.sleep(0.2)
 
 
 def measure(clone: Path) -> dict:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True,
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=clone, capture_output=True, text=True,
                             check=True).stdout.strip()
     log = clone.parent / "compiles.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH"))}
@@ -64,7 +67,7 @@ def measure(clone: Path) -> dict:
     watcher = threading.Thread(target=first_png, args=(clone / "out" / "demo", start, found, done))
     watcher.start()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(["make", "demo"], cwd=clone, env=env)
+    proc = subprocess.run(["make", "demo"], cwd=clone, env=env, check=False)
     total = time.perf_counter() - start
     done.set()
     watcher.join()
@@ -72,15 +75,26 @@ def measure(clone: Path) -> dict:
     if proc.returncode != 0:
         sys.exit(f"make demo failed (exit {proc.returncode}) in {clone}")
     units = [json.loads(line) for line in log.read_text().splitlines()]
+    if "s" not in found:
+        sys.exit(f"make demo wrote no PNG under {clone / 'out' / 'demo'}")
+    # the copy of the CPU kernels the demo ran and torch's thread count, from the clone's venv
+    probe = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c",
+                            "import torch; from gsrender import _C; print(_C.cpu_isa(), torch.get_num_threads())"],
+                           cwd=clone, env=env, capture_output=True, text=True, check=True).stdout.split()
     return {
-        "machine": {"cpu_model": cpu_model(), "cores": os.cpu_count(),
-                    "load_avg": {"start": [round(x, 2) for x in load_start],
-                                 "end": [round(x, 2) for x in os.getloadavg()]}},
+        "command": "python benchmarks/first_run.py",
+        # benchmarks/report.py's machine fields (it cites this file in README's figures)
+        "machine": {"cpu": cpu_model(), "isa": probe[0], "cores": os.cpu_count(), "threads": int(probe[1]),
+                    "loadavg": [round(x, 2) for x in load_start]},
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "commit": commit,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "demo_first_image_s": round(found.get("s", float("nan")), 1),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "demo_first_image_s": round(found["s"], 1),
         "demo_total_s": round(total, 1),
         "command_cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
+        # the largest of any process the command ran (pip, the compilers, the demo), KiB -> GB
+        "command_peak_rss_gb": round(after.ru_maxrss / 2**20, 2),
+        # per compile: the compiler's processes (tools/timed_cxx.py), the largest of them
         "build_cpu_s": round(sum(u["cpu_s"] for u in units), 1),
         "build_peak_rss_gb": round(max(u["peak_rss_mb"] for u in units) / 1024, 2),
         "build_units": units,

@@ -35,8 +35,8 @@ from benchmarks.study_figures import RENDERERS as STUDY_RENDERERS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/cameras.md", "docs/voda.md",
-        "docs/localization.md")
+DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/cameras.md", "docs/testing.md",
+        "docs/voda.md", "docs/localization.md")
 MARKER = re.compile(r"(<!-- figures:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- figures:end (?P=name) -->)",
                     re.DOTALL)
 
@@ -288,10 +288,53 @@ def _table(name: str, lines_of):
     return render
 
 
+def render_build_profile(results: Path) -> str:
+    """docs/testing.md's build cost per translation unit: two runs of tools/build_profile.py,
+    build_profile_torch_kernels.json (a tree whose backward, contributors, SH and SSIM kernels
+    include the torch headers) and build_profile.json (this tree's torch-free kernel files), side by
+    side: each unit's wall and CPU seconds and peak compiler memory. A kernel file sits under the
+    op it was split from."""
+    runs = [load(results, name) for name in ("build_profile_torch_kernels", "build_profile")]
+    if None in runs:
+        return "(no results file: `make build-profile`, see above)\n"
+    by_unit = [{u["unit"]: u for u in r["units"]} for r in runs]
+    group = lambda unit: unit.replace("_kernel.cpp", ".cpp")
+    cost: dict[str, float] = {}
+    for units in by_unit:
+        for unit, u in units.items():
+            cost[group(unit)] = max(cost.get(group(unit), 0.0), u["cpu_s"])
+    order = sorted(set(by_unit[0]) | set(by_unit[1]), key=lambda u: (-cost[group(u)], group(u), u))
+
+    def cells(u: dict | None) -> str:
+        return " — | — | — |" if u is None else f" {u['wall_s']:.1f} | {u['cpu_s']:.1f} | {u['peak_rss_mb']:.0f} |"
+
+    lines = ["| translation unit | torch in kernels: wall s | CPU s | peak MB | torch-free kernels: wall s | CPU s | peak MB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| `{u}` |" + cells(by_unit[0].get(u)) + cells(by_unit[1].get(u)) for u in order]
+    # a whole build's totals; a run read from compile records (--log) may hold some units only
+    totals = [" — | — | — |" if "from_log" in r else
+              f" {r['build_wall_s']:.1f} | {sum(u['cpu_s'] for u in r['units']):.1f} | "
+              f"{max(u['peak_rss_mb'] for u in r['units']):.0f} |" for r in runs]
+    lines.append("| whole build (wall; CPU sum; largest peak) |" + "".join(totals))
+    lines.append("")
+    for label, r in zip(("torch in kernels", "torch-free kernels"), runs):
+        top = max(r["units"], key=lambda u: u["peak_rss_mb"])
+        how = ("the units listed, compiled one at a time through `tools/timed_cxx.py` (`tools/build_profile.py "
+               "--log`; a dash: not compiled in this run)" if "from_log" in r else
+               f"a whole build, MAX_JOBS={r['jobs']}")
+        start = r["load_avg_start"][0] if r.get("load_avg_start") else "?"
+        lines.append(f"- {label}: {r.get('commit', '?')}, `GSRENDER_CPU_ISA_BUILD={r['isa_build']}`, {how}; "
+                     f"{r.get('cpu_model', '?')}, {r.get('cores', '?')} cores, load average {start}→"
+                     f"{r['load_avg_end'][0]}; {r.get('date', '?')}; largest peak "
+                     f"{top['peak_rss_mb'] / 1024:.2f} GB (`{top['unit']}`)" + (f"; {r['note']}" if r.get("note") else ""))
+    return "\n".join(lines) + "\n"
+
+
 RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_target_lines),
              "fps": _table("fps", _fps_lines), "channels": _table("channels", _channels_lines),
              "mipnerf360": _table("mipnerf360_synthetic", _mipnerf360_lines),
-             "camera_ut": _table("camera_ut", _camera_ut_lines), **STUDY_RENDERERS}
+             "camera_ut": _table("camera_ut", _camera_ut_lines), "build_profile": render_build_profile,
+             **STUDY_RENDERERS}
 
 
 def render_text(text: str, results: Path) -> str:

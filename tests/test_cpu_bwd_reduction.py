@@ -1,4 +1,4 @@
-"""The CPU backward's default reduction (csrc/cpu/rasterize_bwd.cpp: backward_chunked): the tiles
+"""The CPU backward's default reduction (csrc/cpu/rasterize_bwd_kernel.cpp: backward_chunked): the tiles
 split into one chunk per thread with about equal list entries, each Gaussian listed by one chunk
 summed straight into the outputs, one listed by several (a chunk boundary crosses it) summed from
 per-chunk rows in chunk order. At every thread count (more than the machine's cores too, so the

@@ -1,11 +1,11 @@
 """The CPU sorted forward reads each tile's list in pieces, front to back, only as far as its
-pixels need (rasterize_fwd.cpp: render_tile): its first piece is sized from the previous tile's
+pixels need (rasterize_fwd_kernel.cpp: render_tile): its first piece is sized from the previous tile's
 need, then doubled until every pixel saturated. A tile's outputs must be those of one pass over
 its whole list whatever the previous tile was. Two one-tile cameras: camera 0's tile is opaque
 (saturates within a few pairs of its list), camera 1's a transparent front layer before an
 opaque one, so its first piece is too short and it is read again in longer pieces; rendered
 alone, camera 1's tile comes first and reads its whole list at once. The backward reads each
-tile's list only up to its deepest last contributor (rasterize_bwd.cpp: last_reach): its
+tile's list only up to its deepest last contributor (rasterize_bwd_kernel.cpp: last_reach): its
 gradients must be those of the whole list, the float64 reference's."""
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 from conftest import every_cpu_isa
 
-import gsrender.ops as ops
 import gsrender.reference as ref
+from gsrender import ops
 
 S = 16  # the image side: one 16-pixel tile per camera
 
@@ -52,7 +52,7 @@ def test_pieces_match_one_pass(seed):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread takes the tiles in order: camera 0's need sizes camera 1's piece
     try:
-        (both, offs), (first, _), (alone, offs1) = render([opaque, layered]), render([opaque]), render([layered])
+        (both, offs), (first, _), (alone, _) = render([opaque, layered]), render([opaque]), render([layered])
     finally:
         torch.set_num_threads(threads)
     need0 = (both[2][0] - offs[0]).max().item()

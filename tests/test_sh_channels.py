@@ -11,8 +11,10 @@ import pytest
 import torch
 from conftest import every_cpu_isa
 
-from gsrender import _C  # noqa: F401  (registers torch.ops.gsrender.*)
-from gsrender import ops
+from gsrender import (
+    _C,  # noqa: F401  (registers torch.ops.gsrender.*)
+    ops,
+)
 from gsrender import reference as ref
 
 OPS = torch.ops.gsrender
@@ -96,10 +98,10 @@ def test_gradcheck(degree, D, per_camera):
     campos = _campos(vm)
     inputs = [x.requires_grad_() for x in (means, campos, coeffs, depths)]
     if feats is None:
-        fn = lambda m, p, c, d: ops.sh_channels(degree, m, p, c, d, None)  # noqa: E731
+        fn = lambda m, p, c, d: ops.sh_channels(degree, m, p, c, d, None)
     else:
         inputs.append(feats.requires_grad_())
-        fn = lambda m, p, c, d, f: ops.sh_channels(degree, m, p, c, d, f)  # noqa: E731
+        fn = lambda m, p, c, d, f: ops.sh_channels(degree, m, p, c, d, f)
     assert torch.autograd.gradcheck(fn, tuple(inputs))
 
 
@@ -115,7 +117,7 @@ def test_float32_close_to_float64_and_zero_direction():
 
 @every_cpu_isa
 def test_float32_degree3_lanes_bitwise_the_tensor_ops():
-    """Degree 3 in float runs 8 Gaussians per vector (csrc/cpu/sh.cpp: shifted_sh3_lanes), the
+    """Degree 3 in float runs 8 Gaussians per vector (csrc/cpu/sh_kernel.cpp: shifted_sh3_lanes), the
     rest one by one: both give the tensor ops' bits (sh_fwd's scalar sh_eval, + 0.5, clamp_min),
     also at a zero direction, huge coefficients (colours overflowing to Inf), and N not a multiple
     of 8. A NaN coefficient is refused (the kernel checks them: render.py leaves it that check)."""
@@ -137,12 +139,12 @@ def test_float32_degree3_lanes_bitwise_the_tensor_ops():
 
 @every_cpu_isa
 def test_float32_degree3_backward_lanes_bitwise_the_scalar_kernel():
-    """Degree 3 in float runs the backward 8 Gaussians per vector too (csrc/cpu/sh.cpp:
+    """Degree 3 in float runs the backward 8 Gaussians per vector too (csrc/cpu/sh_kernel.cpp:
     shifted_sh3_bwd_lanes), the rest one by one: both give the bits of the tensor path's scalar
     kernel (sh_bwd's sh_eval_bwd under the clamp's mask, summed over cameras in camera order),
     also at a zero direction, a negative colour, NaN, and rows wider than degree 3 (K = 25)."""
     for N, C, K in ((45, 1, 16), (45, 3, 16), (8, 2, 25), (3, 1, 16)):
-        means, vm, coeffs, depths, _ = (x.float() for x in _case(6, 3, C=C, N=N, D=1))
+        means, vm, coeffs, _, _ = (x.float() for x in _case(6, 3, C=C, N=N, D=1))
         coeffs = torch.cat([coeffs, torch.randn(N, K - 16, 3)], 1)
         campos = _campos(vm.double()).float()
         means[0] = campos[-1]  # a zero view direction in the last camera
@@ -165,7 +167,7 @@ def test_float32_degree3_backward_lanes_bitwise_the_scalar_kernel():
 
 
 def test_backward_independent_of_thread_count():
-    means, vm, coeffs, depths, _ = _case(6, 3, C=3, N=3000, D=None, dtype=torch.float32)
+    means, vm, coeffs, _, _ = _case(6, 3, C=3, N=3000, D=None, dtype=torch.float32)
     campos = _campos(vm.double()).float()
     v = torch.randn(3, 3000, 4, generator=torch.Generator().manual_seed(7))
     threads = torch.get_num_threads()

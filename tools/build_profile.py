@@ -13,6 +13,7 @@ GSRENDER_NO_CUDA, ...); --compare prints BEFORE's figures beside this build's. `
 runs it on this tree. On a busy machine read the CPU time and the memory: the wall time also
 counts waits for a core (the load average is printed with the table)."""
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -22,6 +23,24 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown")
+    except OSError:
+        return "unknown"
+
+
+def describe(source: str) -> dict:
+    """The build's machine, the source's commit and the date: a results file stands on its own."""
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=source, capture_output=True,
+                            text=True, check=False).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source,
+                           capture_output=True, text=True, check=False).stdout.strip()
+    return {"commit": commit + ("+dirty" if dirty else ""), "cpu_model": cpu_model(), "cores": os.cpu_count(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
 def profile(source: str, jobs: int) -> dict:
@@ -46,7 +65,7 @@ def profile(source: str, jobs: int) -> dict:
     for u in units:
         u["unit"] = os.path.relpath(u["unit"], source) if os.path.isabs(u["unit"]) else u["unit"]
     units.sort(key=lambda u: -u["cpu_s"])
-    return {"source": source, "jobs": jobs, "isa_build": os.environ.get("GSRENDER_CPU_ISA_BUILD", "(default)"),
+    return {"source": source, **describe(source), "jobs": jobs, "isa_build": os.environ.get("GSRENDER_CPU_ISA_BUILD", "(default)"),
             "load_avg_start": [round(x, 2) for x in load], "load_avg_end": [round(x, 2) for x in os.getloadavg()],
             "build_wall_s": round(wall, 1), "units": units}
 
@@ -59,7 +78,7 @@ def from_log(log: str, source: str) -> dict:
     for u in units:
         u["unit"] = os.path.relpath(u["unit"], source) if os.path.isabs(u["unit"]) else u["unit"]
     units.sort(key=lambda u: -u["cpu_s"])
-    return {"source": source, "jobs": os.environ.get("MAX_JOBS", "?"), "from_log": log,
+    return {"source": source, **describe(source), "jobs": os.environ.get("MAX_JOBS", "?"), "from_log": log,
             "isa_build": os.environ.get("GSRENDER_CPU_ISA_BUILD", "(default)"),
             "load_avg_start": None, "load_avg_end": [round(x, 2) for x in os.getloadavg()],
             "build_wall_s": round(sum(u["wall_s"] for u in units), 1), "units": units}

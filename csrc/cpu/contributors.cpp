@@ -1,18 +1,11 @@
-// Depth-aware contributors (VODA, docs/design.md §7 step 1): per requested pixel, the front-to-back list
-// of Gaussians that reach α ≥ 1/255 there, with the renderer's weight w = α·T and view depth z,
-// split into depth-coherent clusters. The α, the 1/255 cut, the 0.99 clamp and the order are the
-// sorted rasterizer's (alpha.h, the tile lists of bin_tiles), so the first n_render weights of a
-// pixel are exactly the weights rasterize_fwd composites.
-#include "pixel_contraction.h"  // first: it sets the compile options of all that follows
+// The contributors op on the CPU: checks its arguments, allocates the outputs and runs
+// contributors_kernel.cpp (the walk itself: what it lists is written there).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include <cmath>
-
-#include "gsrender/contributors.h"
-#include "isa.h"
 #include "binning_check.h"
-#include "raster_tile.h"
+#include "contributors_kernel.h"
+#include "gsrender/contributors.h"
 
 namespace gsrender {
 namespace cpu {
@@ -44,17 +37,7 @@ contributors_cpu(const at::Tensor& means2d, const at::Tensor& conics, const at::
                               zs.data_ptr<T>(),             clusters.data_ptr<int32_t>(),
                               counts.data_ptr<int32_t>(),   n_render.data_ptr<int32_t>()};
     const int32_t* p = pix.defined() ? pix.data_ptr<int32_t>() : nullptr;
-    cpu::parallel_for(0, C * P, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t cam = i / P, q = i % P;
-        const int x = p ? p[2 * i] : static_cast<int>(q % width);
-        const int y = p ? p[2 * i + 1] : static_cast<int>(q / width);
-        if (x < 0)  // padding: an empty list
-          close_list(o, i, K_max, 0, 0);
-        else
-          pixel_contributors<T>(a, cam, x, y, K_max, T(tau_rel), T(tau_abs), i, o);
-      }
-    });
+    contributors_pixels<T>(a, p, P, K_max, tau_rel, tau_abs, o);
   });
   return {ids, weights, zs, clusters, counts, n_render};
 }

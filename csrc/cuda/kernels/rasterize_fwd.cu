@@ -1,7 +1,8 @@
 // CUDA forward rasterizer, the scalar kernel in the style of 3DGS/gsplat: one block per tile, one
 // thread per pixel, the tile's list staged through shared memory in batches of blockDim
 // Gaussians, α from gsrender::pair_alpha and 3DGS's early stop exactly as the CPU
-// (csrc/cpu/rasterize_fwd.cpp), sorted and weighted modes, backgrounds, any number of channels.
+// (csrc/cpu/rasterize_fwd_kernel.cpp), sorted and weighted modes, backgrounds, any number of
+// channels.
 //
 // It is the plan's kScalar forward: precision fp32, and every precision where the Tensor Cores
 // do not run (float64, tile sizes other than 16, GPUs older than sm_80): see

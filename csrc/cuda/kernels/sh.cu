@@ -1,7 +1,7 @@
 // CUDA kernels of sh_fwd / sh_bwd, running the same per-pair math as the CPU backend
 // (gsrender/sh.h): the forward one thread per (camera, Gaussian), the backward one thread per
-// Gaussian walking the cameras in order, as csrc/cpu/sh.cpp does, so each v_coeffs row has one
-// writer and its sum over cameras a fixed order (no float atomics: deterministic).
+// Gaussian walking the cameras in order, as csrc/cpu/sh_kernel.cpp does, so each v_coeffs row has
+// one writer and its sum over cameras a fixed order (no float atomics: deterministic).
 #include "gsrender/launch/sh.h"
 #include "gsrender/sh.h"
 
