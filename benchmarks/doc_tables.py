@@ -190,3 +190,19 @@ def kernel_mutants_lines(res: dict) -> list[str]:
         why = "; ".join(_evidence(k) for k in m["killed_by"]) or "**survived**"
         lines.append(f"| `{m['name']}` | `{m['path'].rsplit('/', 1)[-1]}` | {why.replace('|', '/')} |")
     return lines
+
+
+def kernel_cases_lines(res: dict) -> list[str]:
+    """benchmarks/kernel_cases.py: the set, the SIMT driver's CPU time per scene, the checker's
+    verdict and the headroom its bars leave per precision."""
+    mc = res["make_cases"]
+    lines = [f"{res['n_cases']} cases, {res['size_mb']:.0f} MB, longest tile list {res['longest_list']:,} entries; "
+             f"`make_cases` {mc['wall_s']:.0f} s wall. The checker: {res['check_summary']}.", "",
+             "| scene | cases | SIMT driver CPU s | wall s |", "|---|---|---|---|"]
+    lines += [f"| {name} | {s['cases']} | {s['cpu_s']:.1f} | {s['wall_s']:.1f} |" for name, s in res["scenes"].items()]
+    metric = {"value": "value error", "grad": "gradient 1 − cos, whole array", "grad_part": "gradient 1 − cos, worst part"}
+    lines += ["", "| precision | measure | worst over the set (case: array) | the checker's bar |", "|---|---|---|---|"]
+    for key, w in res["headroom"].items():
+        prec, m = key.split("/")
+        lines.append(f"| {prec} | {metric[m]} | {w['value']:.1e} ({w['case']}) | {w['bar']:.0e} |")
+    return lines

@@ -90,6 +90,7 @@ BENCHES = {
                          "distributed.json", needs=(SNOWMIKU,)),
     "distributed_check": Bench(("benchmarks/distributed_check.py", "--colmap", SNOWMIKU, "--out", "{out}"),
                                None, "distributed_check.json", needs=(SNOWMIKU,), long=True),
+    "kernel_cases": Bench(("benchmarks/kernel_cases.py", "--out", "{out}"), None, "kernel_cases.json"),
     "kernel_mutants": Bench(("tools/kernel_mutants.py", "--json", "{out}/kernel_mutants.json"), None,
                             "kernel_mutants.json", needs=("build/kernel_cases",), long=True),
 }
@@ -307,6 +308,7 @@ RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_
              "distributed": _table("distributed", _result(doc_tables.distributed_lines)),
              "distributed_check": _table("distributed_check", _result(doc_tables.distributed_check_lines)),
              "viewer": _table("viewer", _result(doc_tables.viewer_lines)),
+             "kernel_cases": _table("kernel_cases", _result(doc_tables.kernel_cases_lines)),
              "kernel_mutants": _table("kernel_mutants", _result(doc_tables.kernel_mutants_lines))}
 
 
