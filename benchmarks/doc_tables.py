@@ -99,7 +99,7 @@ def _mean_ci(vals: list[float], fmt: str) -> str:
     from benchmarks.common import mean_ci95
 
     m, h = mean_ci95(vals)
-    return f"{m:{fmt}} ± {h:{fmt}}"
+    return f"{m:{fmt}} ± {h:{fmt.lstrip('+')}}"
 
 
 def distributed_check_lines(res: dict) -> list[str]:
@@ -196,8 +196,8 @@ def kernel_cases_lines(res: dict) -> list[str]:
     """benchmarks/kernel_cases.py: the set, the SIMT driver's CPU time per scene, the checker's
     verdict and the headroom its bars leave per precision."""
     mc = res["make_cases"]
-    lines = [f"{res['n_cases']} cases, {res['size_mb']:.0f} MB, longest tile list {res['longest_list']:,} entries; "
-             f"`make_cases` {mc['wall_s']:.0f} s wall. The checker: {res['check_summary']}.", "",
+    lines = [(f"{res['n_cases']} cases, {res['size_mb']:.0f} MB, longest tile list {res['longest_list']:,} entries; "
+             f"`make_cases` {mc['wall_s']:.0f} s wall. The checker: {res['check_summary']}."), "",
              "| scene | cases | SIMT driver CPU s | wall s |", "|---|---|---|---|"]
     lines += [f"| {name} | {s['cases']} | {s['cpu_s']:.1f} | {s['wall_s']:.1f} |" for name, s in res["scenes"].items()]
     metric = {"value": "value error", "grad": "gradient 1 − cos, whole array", "grad_part": "gradient 1 − cos, worst part"}
@@ -206,3 +206,16 @@ def kernel_cases_lines(res: dict) -> list[str]:
         prec, m = key.split("/")
         lines.append(f"| {prec} | {metric[m]} | {w['value']:.1e} ({w['case']}) | {w['bar']:.0e} |")
     return lines
+
+
+def first_run_lines(r: dict) -> list[str]:
+    """benchmarks/first_run.py's own file (not run by report.py): a fresh clone's `make demo`."""
+    m = r["machine"]
+    load = m.get("load_avg", {})
+    return ["| first image s | whole `make demo` s | its CPU s | build CPU s | build's largest compiler GB | venv GB |",
+            "|---|---|---|---|---|---|",
+            (f"| {r['demo_first_image_s']:.0f} | {r['demo_total_s']:.0f} | {r['command_cpu_s']:.0f} | "
+            f"{r['build_cpu_s']:.0f} | {r['build_peak_rss_gb']:.2f} | {dash(r.get('venv_gb'), '.2f')} |"), "",
+            f"`python benchmarks/first_run.py`: {m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, load "
+            f"{(load.get('start') or ['?'])[0]}→{(load.get('end') or ['?'])[0]}; {r.get('commit', '?')}, "
+            f"{r.get('date', '?')}; " + ", ".join(f"{k} {v}" for k, v in r.get("settings", {}).items()) + "."]

@@ -294,6 +294,13 @@ def _table(name: str, lines_of):
     return render
 
 
+def render_first_run(results: Path) -> str:
+    r = load(results, "first_run")
+    if r is None:
+        return "(no results file: `python benchmarks/first_run.py` on a quiet machine writes it)\n"
+    return "\n".join(doc_tables.first_run_lines(r)) + "\n"
+
+
 def _result(lines_of):
     """lines_of(the benchmark's own JSON), for _table."""
     return lambda r: lines_of(r["result"])
@@ -308,6 +315,7 @@ RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_
              "distributed": _table("distributed", _result(doc_tables.distributed_lines)),
              "distributed_check": _table("distributed_check", _result(doc_tables.distributed_check_lines)),
              "viewer": _table("viewer", _result(doc_tables.viewer_lines)),
+             "first_run": render_first_run,
              "kernel_cases": _table("kernel_cases", _result(doc_tables.kernel_cases_lines)),
              "kernel_mutants": _table("kernel_mutants", _result(doc_tables.kernel_mutants_lines))}
 
