@@ -22,11 +22,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import gsrender from this checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, env_block
+from benchmarks.common import ROOT, SNOWMIKU_SMALL, env_block, torchrun
 
-DEFAULT_SCENE = ROOT.parent / "shared" / "data" / "snowmiku_small"
 KINDS = {  # run kind: the command's prefix before the training arguments
-    "two_ranks": lambda py: [str(Path(py).with_name("torchrun")), "--standalone", "--nproc_per_node=2",
+    "two_ranks": lambda py: [torchrun(), "--standalone", "--nproc_per_node=2",
                              "-m", "gsrender", "train", "--distributed"],
     "batch2": lambda py: [py, "-m", "gsrender", "train", "--batch-views", "2"],
     "one": lambda py: [py, "-m", "gsrender", "train"],
@@ -61,7 +60,7 @@ def ply_difference(a: Path, b: Path) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--colmap", default=str(DEFAULT_SCENE))
+    p.add_argument("--colmap", default=str(SNOWMIKU_SMALL))
     p.add_argument("--seeds", default="0,1,2,3,4")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--out", default="out/distributed_check")

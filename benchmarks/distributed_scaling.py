@@ -18,15 +18,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import gsrender from this checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, env_block
-
-DEFAULT_SCENE = ROOT.parent / "shared" / "data" / "snowmiku_small"
+from benchmarks.common import ROOT, SNOWMIKU_SMALL, env_block, torchrun
 
 
 def run_ranks(ranks: int, args) -> dict:
     """One torchrun of benchmarks/distributed.py with `ranks` processes: its rank-0 JSON line."""
-    torchrun = Path(sys.executable).with_name("torchrun")
-    cmd = [str(torchrun) if torchrun.exists() else "torchrun", "--standalone", f"--nproc_per_node={ranks}",
+    cmd = [torchrun(), "--standalone", f"--nproc_per_node={ranks}",
            str(ROOT / "benchmarks" / "distributed.py"), "--colmap", args.colmap, "--scale", str(args.scale),
            "--steps", str(args.steps), "--warmup", str(args.warmup)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False,
@@ -39,7 +36,7 @@ def run_ranks(ranks: int, args) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--colmap", default=str(DEFAULT_SCENE))
+    p.add_argument("--colmap", default=str(SNOWMIKU_SMALL))
     p.add_argument("--ranks", default="1,2", help="comma-separated rank counts")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--scale", type=float, default=0.5)

@@ -18,9 +18,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import gsrender from this checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, env_block
+from benchmarks.common import ROOT, SNOWMIKU_SMALL, env_block
 
-DEFAULT_SCENE = ROOT.parent / "shared" / "data" / "snowmiku_small"
 SETTINGS = {  # name: (OMP_WAIT_POLICY, torch threads)
     "2 threads, OMP_WAIT_POLICY=ACTIVE (spinning)": ("ACTIVE", 2),
     "2 threads, OMP_WAIT_POLICY=PASSIVE (the default)": ("PASSIVE", 2),
@@ -30,7 +29,7 @@ SETTINGS = {  # name: (OMP_WAIT_POLICY, torch threads)
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--colmap", default=str(DEFAULT_SCENE))
+    p.add_argument("--colmap", default=str(SNOWMIKU_SMALL))
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=15)
