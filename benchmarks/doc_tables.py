@@ -200,7 +200,9 @@ def kernel_cases_lines(res: dict) -> list[str]:
              f"`make_cases` {mc['wall_s']:.0f} s wall. The checker: {res['check_summary']}."), "",
              "| scene | cases | SIMT driver CPU s | wall s |", "|---|---|---|---|"]
     lines += [f"| {name} | {s['cases']} | {s['cpu_s']:.1f} | {s['wall_s']:.1f} |" for name, s in res["scenes"].items()]
-    metric = {"value": "value error", "grad": "gradient 1 − cos, whole array", "grad_part": "gradient 1 − cos, worst part"}
+    metric = {"value": "value error", "value_share": "share of elements past the value bound",
+              "value_max": "value error where a share may pass the bound",
+              "grad": "gradient 1 − cos, whole array", "grad_part": "gradient 1 − cos, worst part"}
     lines += ["", "| precision | measure | worst over the set (case: array) | the checker's bar |", "|---|---|---|---|"]
     for key, w in res["headroom"].items():
         prec, m = key.split("/")
