@@ -139,9 +139,9 @@ def test_the_distributed_check_and_the_mutants_render_from_their_files(tmp_path)
         {"name": "m_cases", "path": "csrc/cuda/kernels/a.cu", "killed_by": [
             "plain build: summary: 9 passed, 5 failed, 0 skipped of 14; first: FAIL case_x: alphas err 3.2e-01; aux"]},
         {"name": "m_race", "path": "csrc/cuda/kernels/b.cu", "killed_by": [
-            "race build: gsr_simt: aborted: racecheck: read / write hazard on shared memory 0x4: read by thread 8 "
+            ("race build: gsr_simt: aborted: racecheck: read / write hazard on shared memory 0x4: read by thread 8 "
             "at csrc/cuda/kernels/ptx.cuh:97 <- csrc/cuda/kernels/c.cu:90; then write by thread 0 at "
-            "csrc/cuda/kernels/b.cu:46; no __syncwarp between them"]},
+            "csrc/cuda/kernels/b.cu:46; no __syncwarp between them")]},
         {"name": "m_live", "path": "x/d.cu", "killed_by": []}]})
     mut = report.RENDERERS["kernel_mutants"](tmp_path)
     assert "**2 of 3 mutants killed** against 231 cases" in mut and "489 s wall" in mut
@@ -149,3 +149,25 @@ def test_the_distributed_check_and_the_mutants_render_from_their_files(tmp_path)
     assert "| `m_race` | `b.cu` | race: read / write (shared) c.cu:90 / b.cu:46, no __syncwarp |" in mut
     assert "| `m_live` | `d.cu` | **survived** |" in mut
     assert "no results file" in report.RENDERERS["first_run"](tmp_path)
+
+
+def test_the_kernel_case_set_and_the_first_run_render_from_their_files(tmp_path):
+    _wrap(tmp_path, "kernel_cases", {
+        "n_cases": 231, "size_mb": 88.4, "longest_list": 2143, "make_cases": {"wall_s": 10.2, "cpu_s": 9.0},
+        "check_summary": "summary: 231 passed, 0 failed, 0 skipped of 231",
+        "scenes": {"tiny": {"cases": 103, "cpu_s": 2.14, "wall_s": 5.31}},
+        "headroom": {"bf16/grad": {"value": 6.14e-4, "case": "rasterize_bwd_x: v_opacities", "bar": 0.002},
+                     "f32/value_share": {"value": 5.09e-5, "case": "rasterize_fwd_y: render", "bar": 0.001}}})
+    cases = report.RENDERERS["kernel_cases"](tmp_path)
+    assert "231 cases, 88 MB, longest tile list 2,143 entries; `make_cases` 10 s wall" in cases
+    assert "summary: 231 passed" in cases and "| tiny | 103 | 2.1 | 5.3 |" in cases
+    assert "| bf16 | gradient 1 − cos, whole array | 6.1e-04 (rasterize_bwd_x: v_opacities) | 2e-03 |" in cases
+    assert "| f32 | share of elements past the value bound | 5.1e-05 (rasterize_fwd_y: render) | 1e-03 |" in cases
+    (tmp_path / "first_run.json").write_text(json.dumps({
+        "machine": {"cpu_model": "Test CPU 9000", "cores": 2, "load_avg": {"start": [0.4], "end": [1.9]}},
+        "commit": "def456", "date": "2026-12-06T00:00:00Z", "demo_first_image_s": 268.4, "demo_total_s": 300.2,
+        "command_cpu_s": 520.0, "build_cpu_s": 201.0, "build_peak_rss_gb": 1.26, "venv_gb": 1.27,
+        "settings": {"MAX_JOBS": "2"}}))
+    first = report.RENDERERS["first_run"](tmp_path)
+    assert "| 268 | 300 | 520 | 201 | 1.26 | 1.27 |" in first
+    assert "Test CPU 9000, 2 cores, load 0.4→1.9; def456, 2026-12-06T00:00:00Z; MAX_JOBS 2." in first
