@@ -89,10 +89,11 @@ browser:
 test: build setup-test browser
 	$(PY) -m pytest -q
 
-# The benchmarks behind the figures in README.md and docs/ (~15 min on 2 cores): results in
-# benchmarks/results/*.json (machine, load, commit, date), the figure tables rewritten from them
-# (benchmarks/report.py), then docs/gallery.md's pictures in docs/images/ (time vs D / N, stages,
-# channels, the plant turntable, the viewer screenshot when Chromium is there).
+# The benchmarks behind the figures in README.md and docs/: results in benchmarks/results/*.json
+# (machine, load, commit, date, wall time), the figure tables rewritten from them
+# (benchmarks/report.py; the long ones, the distributed check and the kernel mutants, only with
+# `--only`), then docs/gallery.md's pictures in docs/images/ (time vs D / N, stages, channels,
+# the plant turntable, the viewer screenshot when Chromium is there).
 bench: build
 	$(PY) benchmarks/report.py
 	$(PY) scripts/gallery_images.py

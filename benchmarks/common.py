@@ -6,6 +6,7 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +16,13 @@ import torch
 import gsrender
 
 ROOT = Path(__file__).resolve().parents[1]
+SNOWMIKU_SMALL = ROOT.parent / "shared" / "data" / "snowmiku_small"  # the training benchmarks' scene
+
+
+def torchrun() -> str:
+    """This interpreter's torchrun (the venv's), else the one on PATH."""
+    exe = Path(sys.executable).with_name("torchrun")
+    return str(exe) if exe.exists() else "torchrun"
 
 # ---------------------------------------------------------------------------------------------
 # memory

@@ -3,11 +3,16 @@ benchmarks/results/<name>.json with the machine it ran on (CPU model, the CPU in
 in use, cores, threads, load average before and after), the commit and the date, and renders the
 figure tables of the markdown files from those files.
 
-    python benchmarks/report.py                 # every benchmark (~15 min on 2 cores), then render
+    python benchmarks/report.py                 # every benchmark but the long ones, then render
     python benchmarks/report.py --only cpu_targets,viewer
+    python benchmarks/report.py --only distributed_check,kernel_mutants   # the long ones
     python benchmarks/report.py --render        # render from benchmarks/results/ alone, no run
-    python benchmarks/report.py --quick         # small configs (~3 min) into out/bench-quick/; renders
+    python benchmarks/report.py --quick         # small configs into out/bench-quick/; renders
                                                 # into memory only: checks that every table renders
+
+A long benchmark (tens of minutes) runs only when --only names it; `make bench` and --quick
+render its table from its results file. --quick also takes the results file of a benchmark
+without a quick config instead of running it.
 
 Each benchmark's own outputs (its JSON, markdown and plots) stay in out/<name>/, where
 scripts/gallery_images.py finds the plots.
@@ -23,20 +28,25 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.study_figures import RENDERERS as STUDY_RENDERERS  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: the benchmarks package from this checkout
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import doc_tables
+from benchmarks.doc_tables import dash as _g
+from benchmarks.study_figures import RENDERERS as STUDY_RENDERERS
+
 RESULTS = ROOT / "benchmarks" / "results"
-DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/cameras.md", "docs/testing.md",
-        "docs/voda.md", "docs/localization.md")
+DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/training.md", "docs/distributed.md",
+        "docs/gallery.md", "docs/cuda.md", "docs/testing.md", "docs/cameras.md", "docs/voda.md",
+        "docs/localization.md")
 MARKER = re.compile(r"(<!-- figures:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- figures:end (?P=name) -->)",
                     re.DOTALL)
 
@@ -46,9 +56,10 @@ class Bench:
     """One benchmark: its command for the full and the quick config ({out} is its output folder)
     and the JSON file it writes there."""
     full: tuple[str, ...]
-    quick: tuple[str, ...]
+    quick: tuple[str, ...] | None  # None: --quick renders from its results file instead
     produces: str
     needs: tuple[str, ...] = ()  # paths relative to ROOT (or absolute) without which it is skipped
+    long: bool = False  # run only when --only names it
 
 
 SNOWMIKU = str(ROOT.parent / "shared" / "data" / "snowmiku_small")
@@ -74,6 +85,21 @@ BENCHES = {
                         "docs/images/camera_ut.png"),
                        ("benchmarks/camera_ut_figure.py", "--size", "96", "--samples", "100000",
                         "--out", "{out}"), "camera_ut.json"),
+    "train": Bench(("benchmarks/train.py", "--colmap", SNOWMIKU, "--no-progress", "--out", "{out}"),
+                   ("benchmarks/train.py", "--colmap", SNOWMIKU, "--no-progress", "--steps", "4", "--scale", "0.25",
+                    "--out", "{out}"),
+                   "results.json", needs=(SNOWMIKU,)),
+    "train_threads": Bench(("benchmarks/train_threads.py", "--colmap", SNOWMIKU, "--out", "{out}"),
+                           None, "train_threads.json", needs=(SNOWMIKU,)),
+    "distributed": Bench(("benchmarks/distributed_scaling.py", "--colmap", SNOWMIKU, "--out", "{out}"),
+                         ("benchmarks/distributed_scaling.py", "--colmap", SNOWMIKU, "--rounds", "1", "--scale",
+                          "0.25", "--steps", "1", "--out", "{out}"),
+                         "distributed.json", needs=(SNOWMIKU,)),
+    "distributed_check": Bench(("benchmarks/distributed_check.py", "--colmap", SNOWMIKU, "--out", "{out}"),
+                               None, "distributed_check.json", needs=(SNOWMIKU,), long=True),
+    "kernel_cases": Bench(("benchmarks/kernel_cases.py", "--out", "{out}"), None, "kernel_cases.json"),
+    "kernel_mutants": Bench(("tools/kernel_mutants.py", "--json", "{out}/kernel_mutants.json"), None,
+                            "kernel_mutants.json", needs=("build/kernel_cases",), long=True),
 }
 
 
@@ -109,6 +135,12 @@ def run_bench(name: str, quick: bool, results: Path, out: Path) -> Path | None:
     out/<name>, wraps its JSON with the machine and writes results/<name>.json. None when its
     inputs are missing or it fails."""
     b = BENCHES[name]
+    if quick and b.quick is None:  # its table renders from the committed results file
+        if (RESULTS / f"{name}.json").is_file() and results != RESULTS:
+            results.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(RESULTS / f"{name}.json", results / f"{name}.json")
+        print(f"{name}: no quick config; its results file is rendered", file=sys.stderr)
+        return results / f"{name}.json"
     missing = [p for p in b.needs if not (ROOT / p).exists()]
     if missing:
         print(f"{name}: skipped ({', '.join(missing)} missing)", file=sys.stderr)
@@ -153,10 +185,6 @@ def _where(r: dict) -> str:
         load += f"→{r['loadavg_after'][0]}"
     return (f"{m.get('cpu') or '?'}, {m.get('isa', '?')} copy, {m.get('threads', '?')} threads of "
             f"{m.get('cores', '?')} cores, load {load}; {r.get('commit', '?')}, {r.get('date', '?')}")
-
-
-def _g(v, fmt: str) -> str:
-    return "–" if v is None else format(v, fmt)
 
 
 def _targets(r: dict) -> dict[str, dict]:
@@ -330,9 +358,30 @@ def render_build_profile(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_first_run(results: Path) -> str:
+    r = load(results, "first_run")
+    if r is None:
+        return "(no results file: `python benchmarks/first_run.py` on a quiet machine writes it)\n"
+    return "\n".join(doc_tables.first_run_lines(r)) + "\n"
+
+
+def _result(lines_of):
+    """lines_of(the benchmark's own JSON), for _table."""
+    return lambda r: lines_of(r["result"])
+
+
 RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_target_lines),
              "fps": _table("fps", _fps_lines), "channels": _table("channels", _channels_lines),
              "mipnerf360": _table("mipnerf360_synthetic", _mipnerf360_lines),
+             "train": _table("train", _result(doc_tables.train_lines)),
+             "train_step": _table("train_step", _result(doc_tables.train_step_lines)),
+             "train_threads": _table("train_threads", _result(doc_tables.train_threads_lines)),
+             "distributed": _table("distributed", _result(doc_tables.distributed_lines)),
+             "distributed_check": _table("distributed_check", _result(doc_tables.distributed_check_lines)),
+             "viewer": _table("viewer", _result(doc_tables.viewer_lines)),
+             "first_run": render_first_run,
+             "kernel_cases": _table("kernel_cases", _result(doc_tables.kernel_cases_lines)),
+             "kernel_mutants": _table("kernel_mutants", _result(doc_tables.kernel_mutants_lines)),
              "camera_ut": _table("camera_ut", _camera_ut_lines), "build_profile": render_build_profile,
              **STUDY_RENDERERS}
 
@@ -372,10 +421,9 @@ def main(argv=None) -> int:
     p.add_argument("--render", action="store_true", help="no run: render the markdown from the results files")
     p.add_argument("--results", default=None, help="results folder (default benchmarks/results, --quick out/bench-quick)")
     a = p.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     out = ROOT / "out" / ("bench-quick" if a.quick else "")
     results = Path(a.results) if a.results else out if a.quick else RESULTS
-    names = a.only.split(",") if a.only else list(BENCHES)
+    names = a.only.split(",") if a.only else [n for n, b in BENCHES.items() if not b.long or a.quick]
     unknown = set(names) - set(BENCHES)
     if unknown:
         p.error(f"--only: unknown {sorted(unknown)}")

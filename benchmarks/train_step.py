@@ -27,11 +27,10 @@ if __package__ in (None, ""):  # run as a script: import gsrender from this chec
 import gsrender  # noqa: F401, I001
 import torch
 
-from benchmarks.common import env_block, median
+from benchmarks.common import SNOWMIKU_SMALL, env_block, median
 from gsrender import metrics
 from gsrender.train.run import _config, build_parser, load_dataset, make_trainer
 
-DEFAULT_SCENE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "snowmiku_small"
 
 
 def _timed_step(tr, views, phases: dict) -> None:
@@ -85,7 +84,7 @@ def _adam_step_ms(params: dict, runs: int, **kw) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--colmap", default=str(DEFAULT_SCENE), help="COLMAP scene (default snowmiku_small)")
+    ap.add_argument("--colmap", default=str(SNOWMIKU_SMALL), help="COLMAP scene (default snowmiku_small)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default torch's)")

@@ -73,8 +73,8 @@ KEYS = ("added", "added_object", "added_background", "added_other_object", "back
 
 
 def markdown(res: dict) -> str:
-    lines = [f"Per object, mean ± 95 % interval over {len(res['rows'])} objects of "
-             f"{len(res['seeds'])} scenes ({res['split']}, {res['size']} size):", "",
+    lines = [(f"Per object, mean ± 95 % interval over {len(res['rows'])} objects of "
+              f"{len(res['seeds'])} scenes ({res['split']}, {res['size']} size):"), "",
              "| " + " | ".join(KEYS) + " |", "|" + "---:|" * len(KEYS)]
     lines.append("| " + " | ".join(f"{m:.3f} ± {c:.3f}" for m, c in
                                    (res["summary"][k] for k in KEYS)) + " |")

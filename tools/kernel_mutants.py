@@ -9,12 +9,13 @@ unchanged translation units cheap), the mutant's cases run through the driver an
 mutant is killed when a case fails, the driver reports an error (an aborted launch, a deadlock)
 or a sanitizer reports; it survives otherwise.
 
-Usage: python tools/kernel_mutants.py [--cases build/kernel_cases] [--only NAME] [--list]
+Usage: python tools/kernel_mutants.py [--cases build/kernel_cases] [--only NAME] [--list] [--json FILE]
 Exit code 0 when every mutant run was killed (and the unmutated sources pass), 1 otherwise.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -184,7 +185,7 @@ def apply(text: str, m: Mutant) -> str:
 
 
 def run(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[int, str]:
-    p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    p = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
                        text=True)
     return p.returncode, p.stdout
 
@@ -250,6 +251,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=str(ROOT / "build/kernel_mutants"))
     ap.add_argument("--only", default="", help="only mutants whose name matches this regex")
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--json", default=None, help="also write the verdicts to this JSON file")
     args = ap.parse_args(argv)
     chosen = [m for m in MUTANTS if re.search(args.only, m.name)]
     if args.list:
@@ -278,7 +280,8 @@ def main(argv=None) -> int:
             return 1
     print(f"baseline: the unmutated sources pass ({', '.join(kinds)}; "
           f"{time.time() - t0:.0f} s)", flush=True)
-    survivors = []
+    baseline_s = time.time() - t0
+    survivors, verdicts = [], []
     for m in chosen:
         t1 = time.time()
         bench.mutate(m)
@@ -290,6 +293,8 @@ def main(argv=None) -> int:
         verdict = "KILLED  " if killed_by else "SURVIVED"
         if not killed_by:
             survivors.append(m.name)
+        verdicts.append({"name": m.name, "path": m.path, "killed_by": killed_by,
+                         "seconds": round(time.time() - t1, 1)})
         print(f"{verdict} {m.name} ({time.time() - t1:.0f} s)", flush=True)
         for k in killed_by:
             print(f"         {k}", flush=True)
@@ -298,6 +303,12 @@ def main(argv=None) -> int:
     print(f"mutation score: {n - len(survivors)}/{n} killed"
           + (f"; survivors: {', '.join(survivors)}" if survivors else "")
           + f" ({time.time() - t0:.0f} s)")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({
+            "cases": str(cases), "n_cases": len([d for d in cases.iterdir() if d.is_dir()]),
+            "baseline_s": round(baseline_s, 1), "total_s": round(time.time() - t0, 1),
+            "killed": n - len(survivors), "mutants": verdicts}, indent=1) + "\n")
     return 1 if survivors else 0
 
 
