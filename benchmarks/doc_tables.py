@@ -213,11 +213,11 @@ def kernel_cases_lines(res: dict) -> list[str]:
 def first_run_lines(r: dict) -> list[str]:
     """benchmarks/first_run.py's own file (not run by report.py): a fresh clone's `make demo`."""
     m = r["machine"]
-    load = m.get("load_avg", {})
     return ["| first image s | whole `make demo` s | its CPU s | build CPU s | build's largest compiler GB | venv GB |",
             "|---|---|---|---|---|---|",
             (f"| {r['demo_first_image_s']:.0f} | {r['demo_total_s']:.0f} | {r['command_cpu_s']:.0f} | "
             f"{r['build_cpu_s']:.0f} | {r['build_peak_rss_gb']:.2f} | {dash(r.get('venv_gb'), '.2f')} |"), "",
-            f"`python benchmarks/first_run.py`: {m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, load "
-            f"{(load.get('start') or ['?'])[0]}→{(load.get('end') or ['?'])[0]}; {r.get('commit', '?')}, "
-            f"{r.get('date', '?')}; " + ", ".join(f"{k} {v}" for k, v in r.get("settings", {}).items()) + "."]
+            f"`python benchmarks/first_run.py`: {m.get('cpu', '?')}, {m.get('isa', '?')} copy, {m.get('cores', '?')} "
+            f"cores, load {(m.get('loadavg') or ['?'])[0]}→{(r.get('loadavg_after') or ['?'])[0]}; "
+            f"{r.get('commit', '?')}, {r.get('date', '?')}; "
+            + ", ".join(f"{k} {v}" for k, v in r.get("settings", {}).items()) + "."]

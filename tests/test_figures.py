@@ -21,7 +21,7 @@ def test_every_figures_block_is_rendered_from_the_results_files():
         assert report.render_text(text, report.RESULTS) == text, (
             f"{rel}: its figures differ from benchmarks/results/; run python benchmarks/report.py --render")
     readme = report.blocks((ROOT / "README.md").read_text())
-    assert set(readme) == {"readme"}
+    assert set(readme) == {"readme", "applications"}
     cpu = json.loads((report.RESULTS / "cpu_targets.json").read_text())
     for t in cpu["result"]["targets"]:
         if "accumulation" not in t["target"]:
@@ -70,12 +70,14 @@ def test_the_renderers_take_each_value_from_its_file(tmp_path):
 
 
 # the figures blocks each document must hold (one table each, rendered from its results file)
-DOC_BLOCKS = {"README.md": {"readme"}, "docs/cpu.md": {"cpu_targets"},
+DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targets"},
               "docs/benchmarks.md": {"fps", "channels", "mipnerf360"},
               "docs/training.md": {"train", "train_step", "train_threads"},
               "docs/distributed.md": {"distributed", "distributed_check"}, "docs/gallery.md": {"viewer"},
-              "docs/cuda.md": {"kernel_cases", "kernel_mutants"}, "docs/testing.md": {"first_run"}}
-RESULTS_OF = {"mipnerf360": "mipnerf360_synthetic", "readme": "cpu_targets"}
+              "docs/cuda.md": {"kernel_cases", "kernel_mutants"},
+              "docs/testing.md": {"first_run", "build_profile"}, "docs/cameras.md": {"camera_ut"},
+              "docs/voda.md": {"voda_trained", "voda_flips"}, "docs/localization.md": {"loc_trained"}}
+RESULTS_OF = {"mipnerf360": "mipnerf360_synthetic", "readme": "cpu_targets", "applications": "voda_trained"}
 
 
 def test_every_document_holds_its_tables_rendered_from_a_results_file():
@@ -164,10 +166,25 @@ def test_the_kernel_case_set_and_the_first_run_render_from_their_files(tmp_path)
     assert "| bf16 | gradient 1 − cos, whole array | 6.1e-04 (rasterize_bwd_x: v_opacities) | 2e-03 |" in cases
     assert "| f32 | share of elements past the value bound | 5.1e-05 (rasterize_fwd_y: render) | 1e-03 |" in cases
     (tmp_path / "first_run.json").write_text(json.dumps({
-        "machine": {"cpu_model": "Test CPU 9000", "cores": 2, "load_avg": {"start": [0.4], "end": [1.9]}},
-        "commit": "def456", "date": "2026-12-06T00:00:00Z", "demo_first_image_s": 268.4, "demo_total_s": 300.2,
+        "machine": {"cpu": "Test CPU 9000", "isa": "avx2", "cores": 2, "threads": 2, "loadavg": [0.4]},
+        "loadavg_after": [1.9], "commit": "def456", "date": "2026-12-06T00:00:00Z", "demo_first_image_s": 268.4, "demo_total_s": 300.2,
         "command_cpu_s": 520.0, "build_cpu_s": 201.0, "build_peak_rss_gb": 1.26, "venv_gb": 1.27,
         "settings": {"MAX_JOBS": "2"}}))
     first = report.RENDERERS["first_run"](tmp_path)
     assert "| 268 | 300 | 520 | 201 | 1.26 | 1.27 |" in first
-    assert "Test CPU 9000, 2 cores, load 0.4→1.9; def456, 2026-12-06T00:00:00Z; MAX_JOBS 2." in first
+    assert "Test CPU 9000, avx2 copy, 2 cores, load 0.4→1.9; def456, 2026-12-06T00:00:00Z; MAX_JOBS 2." in first
+
+
+def test_the_application_studies_render_from_their_files():
+    voda = json.loads((report.RESULTS / "voda_trained.json").read_text())
+    loc = json.loads((report.RESULTS / "loc_trained.json").read_text())
+    apps = report.RENDERERS["applications"](report.RESULTS)
+    d = voda["summary"]["delta"]["gg+voda − gg"]["nrde"]
+    assert f"paired ΔnRDE {d[0]:.2f} ± {d[1]:.2f} over" in apps
+    r = loc["summary"]["splitgs"]["recall_5cm5deg"]
+    assert f"R@5cm5° {100 * r[0]:.0f} ± {100 * r[1]:.0f} %" in apps
+    assert f"{len(loc['scenes'])} scenes × {loc['sizes']['queries']} queries" in apps
+    table = report.RENDERERS["voda_trained"](report.RESULTS)
+    for m in voda["summary"]["methods"]:
+        assert f"| {m} | " in table
+    assert "| splitgs | " in report.RENDERERS["loc_trained"](report.RESULTS)
