@@ -6,11 +6,11 @@ where they lie, and the removal error with and without them.
     python benchmarks/voda_flips.py --out out/voda_flips 2000 2001     # scenes of the study cache
 
 Per object k (derived ids: the nearest ground-truth Gaussian's, as in the study):
-  added      selected by gg+voda, not by gg;  of them the share whose derived id is k, 0
-             (background) or another object, and the share of the background ones lying on the
+  added      selected by gg+voda, not by gg;  of them the share whose derived id is k, 0 (the
+             background's) or another object, and the share of the background ones lying on the
              floor (z < FLOOR_Z)
   nRDE       gg, gg+voda, and gg+voda without its added background Gaussians (the selection VODA
-             would make if it took nothing from the background)
+             would make if it took none of the background's Gaussians)
 Writes DIR/voda_flips.json and DIR/voda_flips.md."""
 from __future__ import annotations
 
