@@ -93,10 +93,10 @@ test: build setup-test browser
 # (machine, load, commit, date, wall time), the figure tables rewritten from them
 # (benchmarks/report.py; the long ones, the distributed check and the kernel mutants, only with
 # `--only`), then docs/gallery.md's pictures in docs/images/ (time vs D / N, stages, channels,
-# the plant turntable, the viewer screenshot when Chromium is there).
+# the plant turntable, the viewer screenshot when Chromium is there); each step's wall time in
+# benchmarks/results/bench_run.json (docs/benchmarks.md).
 bench: build
 	$(PY) benchmarks/report.py
-	$(PY) scripts/gallery_images.py
 
 lint: setup-test
 	$(VENV)/bin/ruff check gsrender tests benchmarks scripts

@@ -3,8 +3,16 @@ each made from one results file's `result` (benchmarks/report.py wraps them with
 the machine, and puts them between their markers)."""
 from __future__ import annotations
 
+import json
 import re
 import statistics
+from pathlib import Path
+
+
+def load(results: Path, name: str) -> dict | None:
+    """results/<name>.json, or None when the benchmark has not written it."""
+    path = results / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def dash(v, fmt: str) -> str:

@@ -3,7 +3,8 @@ benchmarks/results/<name>.json with the machine it ran on (CPU model, the CPU in
 in use, cores, threads, load average before and after), the commit and the date, and renders the
 figure tables of the markdown files from those files.
 
-    python benchmarks/report.py                 # every benchmark but the long ones, then render
+    python benchmarks/report.py                 # every benchmark but the long ones, the gallery's
+                                                # pictures (scripts/gallery_images.py), then render
     python benchmarks/report.py --only cpu_targets,viewer
     python benchmarks/report.py --only distributed_check,kernel_mutants   # the long ones
     python benchmarks/report.py --render        # render from benchmarks/results/ alone, no run
@@ -15,7 +16,8 @@ render its table from its results file. --quick also takes the results file of a
 without a quick config instead of running it.
 
 Each benchmark's own outputs (its JSON, markdown and plots) stay in out/<name>/, where
-scripts/gallery_images.py finds the plots.
+scripts/gallery_images.py finds the plots. A whole run (no --only, no --quick) writes each step's wall
+time to results/bench_run.json.
 
 A table lives between `<!-- figures:begin NAME -->` and `<!-- figures:end NAME -->` in a markdown
 file; RENDERERS says which results file each one is made from. Results files this script does not
@@ -41,6 +43,7 @@ if str(ROOT) not in sys.path:  # run as a script: the benchmarks package from th
 
 from benchmarks import doc_tables
 from benchmarks.doc_tables import dash as _g
+from benchmarks.doc_tables import load
 from benchmarks.study_figures import RENDERERS as STUDY_RENDERERS
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -127,7 +130,10 @@ def _commit() -> str:
     def git(*args):
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
     head = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    # what this script itself rewrites (results files, the figure blocks, the gallery's pictures)
+    # does not make the measured tree dirty
+    written = [f":(exclude){p}" for p in ("benchmarks/results", "docs/images", *DOCS)]
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no", "--", ".", *written) else "")
 
 
 def run_bench(name: str, quick: bool, results: Path, out: Path) -> Path | None:
@@ -156,25 +162,36 @@ def run_bench(name: str, quick: bool, results: Path, out: Path) -> Path | None:
     if proc.returncode:
         print(f"{name}: failed (exit {proc.returncode}); its results file is left as it was", file=sys.stderr)
         return None
-    result = json.loads((folder / b.produces).read_text())
-    res = {"name": name, "config": "quick" if quick else "full", "command": f"python {shown}",
-           "machine": before, "loadavg_after": machine()["loadavg"], "commit": _commit(),
+    path = write_result(results, name, "quick" if quick else "full", f"python {shown}", before, wall,
+                        json.loads((folder / b.produces).read_text()))
+    print(f"{name}: {wall:.0f} s, wrote {path}", file=sys.stderr, flush=True)
+    return path
+
+
+def run_gallery() -> float:
+    """scripts/gallery_images.py (docs/images/ from the benchmarks' plots, the plant turntable, the
+    viewer screenshot); its wall seconds."""
+    print("gallery images: scripts/gallery_images.py", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "scripts/gallery_images.py"], cwd=ROOT, check=True)
+    return round(time.perf_counter() - t0, 1)
+
+
+def write_result(results: Path, name: str, config: str, command: str, before: dict, wall: float,
+                 result: dict) -> Path:
+    """results/<name>.json: result with the machine and load before and after, commit, date, wall time."""
+    res = {"name": name, "config": config, "command": command, "machine": before,
+           "loadavg_after": machine()["loadavg"], "commit": _commit(),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": round(wall, 1),
            "result": result}
     results.mkdir(parents=True, exist_ok=True)
     path = results / f"{name}.json"
     path.write_text(json.dumps(res, indent=1) + "\n")
-    print(f"{name}: {wall:.0f} s, wrote {path}", file=sys.stderr, flush=True)
     return path
 
 
 # ---------------------------------------------------------------------------------------------
 # rendering
-
-
-def load(results: Path, name: str) -> dict | None:
-    path = results / f"{name}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _where(r: dict) -> str:
@@ -358,6 +375,14 @@ def render_build_profile(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _bench_run_lines(r: dict) -> list[str]:
+    res = r["result"]
+    lines = ["| step | wall s |", "|---|---:|"]
+    lines += [f"| {name}{' (no new result)' if name in res['failed'] else ''} | {s:.0f} |"
+              for name, s in res["walls_s"].items()]
+    return lines + [f"| **all of `make bench`** | **{res['total_s']:.0f}** ({res['total_s'] / 60:.1f} min) |"]
+
+
 def render_first_run(results: Path) -> str:
     r = load(results, "first_run")
     if r is None:
@@ -383,6 +408,7 @@ RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_
              "kernel_cases": _table("kernel_cases", _result(doc_tables.kernel_cases_lines)),
              "kernel_mutants": _table("kernel_mutants", _result(doc_tables.kernel_mutants_lines)),
              "camera_ut": _table("camera_ut", _camera_ut_lines), "build_profile": render_build_profile,
+             "bench_run": _table("bench_run", _bench_run_lines),
              **STUDY_RENDERERS}
 
 
@@ -428,8 +454,18 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"--only: unknown {sorted(unknown)}")
     if not a.render:
-        t0 = time.perf_counter()
-        failed = [name for name in names if run_bench(name, a.quick, results, out) is None]
+        start, t0 = machine(), time.perf_counter()
+        walls, failed = {}, []
+        for name in names:
+            t = time.perf_counter()
+            if run_bench(name, a.quick, results, out) is None:
+                failed.append(name)
+            walls[name] = round(time.perf_counter() - t, 1)
+        if not a.quick and a.only is None:  # the whole figure set: the gallery's pictures too, then the timing
+            walls["gallery images"] = run_gallery()
+            total = time.perf_counter() - t0  # bench_run.json: each step's wall seconds, the whole run's
+            write_result(results, "bench_run", "full", "python benchmarks/report.py", start, total,
+                         {"walls_s": walls, "failed": failed, "total_s": round(total, 1)})
         print(f"benchmarks: {time.perf_counter() - t0:.0f} s; without a new result: {', '.join(failed) or 'none'}",
               file=sys.stderr)
     changed = render_docs(results, write=not a.quick)

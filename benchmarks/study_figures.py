@@ -6,14 +6,10 @@ benchmarks/results/voda_trained.json and loc_trained.json, and these renderers t
 tables of docs/voda.md and docs/localization.md and the two lines per study in README.md."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
-
-def _load(results: Path, name: str) -> dict | None:
-    path = results / f"{name}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+from benchmarks.doc_tables import load
 
 
 def _missing(name: str) -> str:
@@ -35,7 +31,7 @@ def render_voda(results: Path) -> str:
     then the command and the machine."""
     from benchmarks import voda_trained
 
-    res = _load(results, "voda_trained")
+    res = load(results, "voda_trained")
     if res is None:
         return _missing("voda_trained")
     body = voda_trained.markdown(res).split("\n", 2)[2]
@@ -49,7 +45,7 @@ def render_loc(results: Path) -> str:
     title; it names the command and the machine)."""
     from benchmarks import loc_trained
 
-    res = _load(results, "loc_trained")
+    res = load(results, "loc_trained")
     if res is None:
         return _missing("loc_trained")
     return loc_trained.markdown(res).split("\n", 2)[2]
@@ -59,7 +55,7 @@ def render_voda_flips(results: Path) -> str:
     """docs/voda.md: what VODA adds to Gaussian Grouping's selection (benchmarks/voda_flips.py)."""
     from benchmarks import voda_flips
 
-    res = _load(results, "voda_flips")
+    res = load(results, "voda_flips")
     if res is None:
         return _missing("voda_flips")
     seeds = " ".join(map(str, res["seeds"]))
@@ -95,7 +91,7 @@ def render_applications(results: Path) -> str:
     """README.md: each study's result in one line, whichever way it goes."""
     lines = []
     for name, line in (("voda_trained", _voda_line), ("loc_trained", _loc_line)):
-        res = _load(results, name)
+        res = load(results, name)
         lines.append(f"  - {line(res)}" if res is not None else f"  - {_missing(name).strip()}")
     return "\n".join(lines) + "\n"
 

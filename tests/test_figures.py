@@ -71,7 +71,7 @@ def test_the_renderers_take_each_value_from_its_file(tmp_path):
 
 # the figures blocks each document must hold (one table each, rendered from its results file)
 DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targets"},
-              "docs/benchmarks.md": {"fps", "channels", "mipnerf360"},
+              "docs/benchmarks.md": {"fps", "channels", "mipnerf360", "bench_run"},
               "docs/training.md": {"train", "train_step", "train_threads"},
               "docs/distributed.md": {"distributed", "distributed_check"}, "docs/gallery.md": {"viewer"},
               "docs/cuda.md": {"kernel_cases", "kernel_mutants"},
@@ -153,6 +153,11 @@ def test_the_distributed_check_and_the_mutants_render_from_their_files(tmp_path)
     assert "| `m_race` | `b.cu` | race: read / write (shared) c.cu:90 / b.cu:46, no __syncwarp |" in mut
     assert "| `m_live` | `d.cu` | **survived** |" in mut
     assert "no results file" in report.RENDERERS["first_run"](tmp_path)
+    _wrap(tmp_path, "bench_run", {"walls_s": {"cpu_targets": 31.4, "fps": 8.0, "gallery images": 40.2},
+                                  "failed": ["fps"], "total_s": 912.0})
+    run = report.RENDERERS["bench_run"](tmp_path)
+    assert "| cpu_targets | 31 |" in run and "| fps (no new result) | 8 |" in run
+    assert "| gallery images | 40 |" in run and "| **all of `make bench`** | **912** (15.2 min) |" in run
 
 
 def test_the_kernel_case_set_and_the_first_run_render_from_their_files(tmp_path):
