@@ -99,7 +99,7 @@ bench: build
 	$(PY) benchmarks/report.py
 
 lint: setup-test
-	$(VENV)/bin/ruff check gsrender tests benchmarks scripts
+	$(VENV)/bin/ruff check gsrender tests benchmarks scripts examples tools
 
 clean:
 	rm -rf build gsrender/_C*.so *.egg-info

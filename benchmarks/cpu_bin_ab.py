@@ -34,7 +34,8 @@ def run(exact):
     t3 = time.perf_counter()
     return ids.numel(), (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, out[0].detach()
 res = {False: [], True: []}
-run(False); run(True)
+run(False)
+run(True)
 for r in range(int(sys.argv[1]) if len(sys.argv) > 1 else 6):
     for e in ((False, True) if r % 2 == 0 else (True, False)):
         res[e].append(run(e))

@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
 
 # gsrender before torch, as the `gsrender` command does: its OpenMP wait policy and huge-page
 # allocation defaults (gsrender/__init__.py) apply only so; environment() records them
-import gsrender  # noqa: I001
+import gsrender  # noqa: F401, I001
 import torch
 
 from benchmarks.common import (PeakMemory, _loadavg, environment, mem_available_mb, random_box_scene,

@@ -23,8 +23,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import gsrender.ops as ops  # noqa: E402
-from gsrender import _C as gsrender_C  # noqa: E402
 import gsrender.render as render_mod  # noqa: E402
+from gsrender import _C as gsrender_C  # noqa: E402
 
 STAGES = ("project", "sh", "bin")
 

@@ -117,6 +117,7 @@ def main() -> None:
             print(f"clone kept in {work / 'gsrender'}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "build_units"}, indent=1))
 

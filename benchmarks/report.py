@@ -11,18 +11,18 @@ figure tables of the markdown files from those files.
     python benchmarks/report.py --quick         # small configs into out/bench-quick/; renders
                                                 # into memory only: checks that every table renders
 
-A long benchmark (tens of minutes) runs only when --only names it; `make bench` and --quick
-render its table from its results file. --quick also takes the results file of a benchmark
-without a quick config instead of running it.
+A long benchmark (tens of minutes, or a fresh clone's first run) runs only when --only names it;
+`make bench` and --quick render its table from its results file. --quick also takes the results
+file of a benchmark without a quick config instead of running it.
 
 Each benchmark's own outputs (its JSON, markdown and plots) stay in out/<name>/, where
 scripts/gallery_images.py finds the plots. A whole run (no --only, no --quick) writes each step's wall
 time to results/bench_run.json.
 
 A table lives between `<!-- figures:begin NAME -->` and `<!-- figures:end NAME -->` in a markdown
-file; RENDERERS says which results file each one is made from. Results files this script does not
-write (first_run.json, written by the first-run measurement; voda_trained.json and loc_trained.json,
-the application studies', benchmarks/study_figures.py) are rendered when present.
+file; RENDERERS says which results file each one is made from. The first run and the application
+studies record their own machine, commit and date (their renderers: benchmarks/study_figures.py,
+doc_tables.first_run_lines); build_profile*.json come from `make build-profile`.
 """
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ class Bench:
     produces: str
     needs: tuple[str, ...] = ()  # paths relative to ROOT (or absolute) without which it is skipped
     long: bool = False  # run only when --only names it
+    recorded: bool = False  # its JSON records its own machine, commit and date: kept as it is
 
 
 SNOWMIKU = str(ROOT.parent / "shared" / "data" / "snowmiku_small")
@@ -103,6 +104,16 @@ BENCHES = {
     "kernel_cases": Bench(("benchmarks/kernel_cases.py", "--out", "{out}"), None, "kernel_cases.json"),
     "kernel_mutants": Bench(("tools/kernel_mutants.py", "--json", "{out}/kernel_mutants.json"), None,
                             "kernel_mutants.json", needs=("build/kernel_cases",), long=True),
+    # a fresh clone's `make demo` (run it on a quiet machine) and the application studies on
+    # trained scenes (their evaluation seeds; about an hour in all on 2 idle cores)
+    "first_run": Bench(("benchmarks/first_run.py", "--out", "{out}/first_run.json"), None, "first_run.json",
+                       long=True, recorded=True),
+    "voda_trained": Bench(("benchmarks/voda_trained.py", "--splits", "isolated", "occluding", "--out", "{out}"),
+                          None, "results.json", long=True, recorded=True),
+    "voda_flips": Bench(("benchmarks/voda_flips.py", "--out", "{out}", "2000", "2001"), None, "voda_flips.json",
+                        long=True, recorded=True),
+    "loc_trained": Bench(("benchmarks/loc_trained.py", "--out", "{out}"), None, "loc_trained.json",
+                         long=True, recorded=True),
 }
 
 
@@ -162,8 +173,12 @@ def run_bench(name: str, quick: bool, results: Path, out: Path) -> Path | None:
     if proc.returncode:
         print(f"{name}: failed (exit {proc.returncode}); its results file is left as it was", file=sys.stderr)
         return None
-    path = write_result(results, name, "quick" if quick else "full", f"python {shown}", before, wall,
-                        json.loads((folder / b.produces).read_text()))
+    if b.recorded:
+        results.mkdir(parents=True, exist_ok=True)
+        path = Path(shutil.copyfile(folder / b.produces, results / f"{name}.json"))
+    else:
+        path = write_result(results, name, "quick" if quick else "full", f"python {shown}", before, wall,
+                            json.loads((folder / b.produces).read_text()))
     print(f"{name}: {wall:.0f} s, wrote {path}", file=sys.stderr, flush=True)
     return path
 
@@ -328,7 +343,8 @@ def _table(name: str, lines_of):
     def render(results: Path) -> str:
         r = load(results, name)
         if r is None:
-            return f"(no results file: `python benchmarks/report.py --only {name}`)\n"
+            how = f"python benchmarks/report.py --only {name}" if name in BENCHES else "make bench"
+            return f"(no results file: `{how}`)\n"
         return "\n".join([*lines_of(r), "", f"`{r['command']}`: {_where(r)}."]) + "\n"
     return render
 

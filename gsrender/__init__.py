@@ -20,8 +20,7 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 # (550-1100 faults, 20-200 ms of system time per D = 64 step on a 2-core virtual machine;
 # docs/cpu.md, "Memory"). GSRENDER_HOST_CACHE=0 keeps PyTorch's allocator.
 
-from gsrender.render import (DEFAULT_WEIGHT_PARAMS, RenderOutput, packing_efficiency, raster_plan,
-                             rasterize)
+from gsrender.render import DEFAULT_WEIGHT_PARAMS, RenderOutput, packing_efficiency, raster_plan, rasterize
 from gsrender.scene import GaussianModel
 from gsrender.validate import set_validation, validation
 

@@ -60,7 +60,7 @@ def cameras(C: int, width: int, height: int, seed: int = 0, dist: float = 4.0, a
     points off the image centre. -> viewmats [C,4,4], Ks [C,3,3] (float64)."""
     g = torch.Generator().manual_seed(seed)
     vms, Ks = [], []
-    for c in range(C):
+    for _ in range(C):
         a = (torch.rand(3, generator=g, dtype=F64) * 2 - 1) * angle
         R = rotation(float(a[0]), float(a[1]), float(a[2]) * 2)
         # the origin sits at camera point (small offset, dist): t = that point

@@ -195,3 +195,30 @@ def test_the_application_studies_render_from_their_files():
     for m in voda["summary"]["methods"]:
         assert f"| {m} | " in table
     assert "| splitgs | " in report.RENDERERS["loc_trained"](report.RESULTS)
+
+
+def test_a_whole_run_wraps_each_result_keeps_recorded_ones_and_times_every_step(tmp_path, monkeypatch):
+    write = ("import json, pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parents=True); "
+             "(p / 'r.json').write_text(json.dumps({'value': 3}))")
+    monkeypatch.setattr(report, "BENCHES", {
+        "wrapped": report.Bench(("-c", write, "{out}"), None, "r.json"),
+        "recorded": report.Bench(("-c", write, "{out}"), None, "r.json", recorded=True),
+        "broken": report.Bench(("-c", "raise SystemExit(3)"), None, "r.json"),
+        "long": report.Bench(("-c", write, "{out}"), None, "r.json", long=True)})
+    monkeypatch.setattr(report, "ROOT", tmp_path)  # out/ under tmp_path, commands run there
+    monkeypatch.setattr(report, "run_gallery", lambda: 1.5)
+    monkeypatch.setattr(report, "render_docs", lambda results, write: [])
+    results = tmp_path / "results"
+    assert report.main(["--results", str(results)]) == 0
+    wrapped = json.loads((results / "wrapped.json").read_text())
+    assert wrapped["result"] == {"value": 3} and wrapped["config"] == "full" and "cpu" in wrapped["machine"]
+    assert json.loads((results / "recorded.json").read_text()) == {"value": 3}
+    assert not (results / "broken.json").exists() and not (results / "long.json").exists()
+    run = json.loads((results / "bench_run.json").read_text())["result"]
+    assert list(run["walls_s"]) == ["wrapped", "recorded", "broken", "gallery images"]
+    assert run["failed"] == ["broken"] and run["walls_s"]["gallery images"] == 1.5
+    assert run["total_s"] >= sum(v for k, v in run["walls_s"].items() if k != "gallery images")
+    # --only runs what it names, long ones too, and writes no whole-run timing
+    (results / "bench_run.json").unlink()
+    assert report.main(["--results", str(results), "--only", "long"]) == 0
+    assert (results / "long.json").exists() and not (results / "bench_run.json").exists()

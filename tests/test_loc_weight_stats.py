@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import every_cpu_isa
 
 from gsrender import ops

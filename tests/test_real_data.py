@@ -18,8 +18,8 @@ import torch
 from conftest import (
     DATA,
     F32,
-    PLANT,
     F64,
+    PLANT,
     Scene,
     ambiguous_pixels,
     assert_matches,

@@ -13,8 +13,8 @@ from gsrender.loc.stats import weight_stats
 from gsrender.synthetic import trained as T
 from gsrender.voda import metrics as M
 from gsrender.voda.baselines import GG_RELEASED, GroupingBaseline, IdentityBaseline, make_baseline
-from gsrender.voda.train import Streams
 from gsrender.voda.composite import PLANT
+from gsrender.voda.train import Streams
 
 needs_plant = pytest.mark.skipif(not PLANT.exists(), reason="needs data/plant/plant.splat")
 

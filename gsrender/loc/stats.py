@@ -43,15 +43,14 @@ def view_contributors(model: GaussianModel, viewmats, Ks, width, height, *,
     """Yields, per view c: (c, its WeightStats, topk_ids [H,W,K] int32, topk_weights [H,W,K]).
     width/height: ints or one per view (view_sizes)."""
     dt = model.means.dtype
-    for c, (width, height) in enumerate(view_sizes(width, height, viewmats.shape[0])):
+    for c, (w, h) in enumerate(view_sizes(width, height, viewmats.shape[0])):
         vm, K = viewmats[c:c + 1].to(dt).contiguous(), Ks[c:c + 1].to(dt).contiguous()
         radii, means2d, depths, conics, opac2d = ops.project(
             model.means.contiguous(), model.quats.contiguous(), model.scales.contiguous(),
-            model.opacities.contiguous(), vm, K, width, height, 0.3, near_plane, 1e10, 0.0, False)
-        offs, fids = ops.bin_tiles(means2d, radii, depths, width, height, tile_size, True, conics,
-                                   opac2d)
+            model.opacities.contiguous(), vm, K, w, h, 0.3, near_plane, 1e10, 0.0, False)
+        offs, fids = ops.bin_tiles(means2d, radii, depths, w, h, tile_size, True, conics, opac2d)
         w_sum, w_max, n_views, ids, ws = ops.weight_stats(
-            means2d, conics, opac2d, depths, offs, fids, width, height, tile_size, tau_s, top_k)
+            means2d, conics, opac2d, depths, offs, fids, w, h, tile_size, tau_s, top_k)
         yield c, WeightStats(w_sum, w_max, n_views), ids[0], ws[0]
 
 

@@ -280,7 +280,6 @@ def train_model(gt: GaussianModel, seen: torch.Tensor, train: Views, test: Views
 
     from gsrender.train import Trainer, View, camera_extent, to_model
 
-    W, H = sz.width, sz.height
     views = [View(f"train_{c:03d}", train.viewmats[c], train.Ks[c], train.rgb[c])
              for c in range(len(train))]
     held = [View(f"test_{c:03d}", test.viewmats[c], test.Ks[c], test.rgb[c])

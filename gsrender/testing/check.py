@@ -34,8 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from gsrender.testing.case import list_cases, read_case
-from gsrender.testing.tile_lists import (CHUNK, GROUP_NAMES, MIN_CHUNKS, UNLISTED,
-                                         gaussian_groups, list_stats)
+from gsrender.testing.tile_lists import CHUNK, GROUP_NAMES, MIN_CHUNKS, UNLISTED, gaussian_groups, list_stats
 
 LIST_INPUTS = ("means2d", "tile_offsets", "flatten_ids")
 
