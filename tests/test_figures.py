@@ -206,7 +206,7 @@ def test_a_whole_run_wraps_each_result_keeps_recorded_ones_and_times_every_step(
         "broken": report.Bench(("-c", "raise SystemExit(3)"), None, "r.json"),
         "long": report.Bench(("-c", write, "{out}"), None, "r.json", long=True)})
     monkeypatch.setattr(report, "ROOT", tmp_path)  # out/ under tmp_path, commands run there
-    monkeypatch.setattr(report, "run_gallery", lambda: 1.5)
+    monkeypatch.setattr(report, "run_gallery", lambda: (1.5, True))
     monkeypatch.setattr(report, "render_docs", lambda results, write: [])
     results = tmp_path / "results"
     assert report.main(["--results", str(results)]) == 0
