@@ -6,7 +6,8 @@ figure tables of the markdown files from those files.
     python benchmarks/report.py                 # every benchmark but the long ones, the gallery's
                                                 # pictures (scripts/gallery_images.py), then render
     python benchmarks/report.py --only cpu_targets,viewer
-    python benchmarks/report.py --only distributed_check,kernel_mutants   # the long ones
+    python benchmarks/report.py --only distributed_check,kernel_mutants   # long ones (also first_run,
+                                                # voda_trained, voda_flips, loc_trained)
     python benchmarks/report.py --render        # render from benchmarks/results/ alone, no run
     python benchmarks/report.py --quick         # small configs into out/bench-quick/; renders
                                                 # into memory only: checks that every table renders
