@@ -13,6 +13,7 @@ from gsrender.io.cameras import Camera, lens_arguments
 from gsrender.io.colmap import load_colmap_cameras, load_colmap_points
 from gsrender.io.paths import safe_join
 from gsrender.scene import sh_to_rgb
+from gsrender.sfm.prepare import read_manifest
 
 
 @dataclass
@@ -85,8 +86,20 @@ def holdout_indices(n: int, every: int = 8, n_test: int | None = None) -> list[i
     return [i for i in range(n) if i % every == 0] if n > 1 else []
 
 
-def split(views: list[View], every: int = 8, n_test: int | None = None) -> tuple[list[View], list[View]]:
-    test = set(holdout_indices(len(views), every, n_test))
+def split(views: list[View], every: int = 8, n_test: int | None = None,
+          photos: list[str] | None = None) -> tuple[list[View], list[View]]:
+    """(train, test) views. photos: every photo of the capture sorted by name (`gsrender
+    prepare`'s manifest), of which the views are the ones SfM registered: the hold-out then
+    counts every `every`-th photo, registered or not, as the Mip-NeRF 360 protocol does, so an
+    unregistered photo does not shift the split."""
+    if photos is not None and n_test is None:
+        index = {name: i for i, name in enumerate(photos)}
+        missing = [v.name for v in views if v.name not in index]
+        if missing:
+            raise ValueError(f"photos: the manifest does not list the views {missing[:5]}")
+        test = {i for i, v in enumerate(views) if index[v.name] % every == 0}
+    else:
+        test = set(holdout_indices(len(views), every, n_test))
     return ([v for i, v in enumerate(views) if i not in test],
             [v for i, v in enumerate(views) if i in test])
 
@@ -110,7 +123,8 @@ def load_colmap_dataset(root: str | os.PathLike, images: str = "images", scale: 
                         every: int = 8, n_test: int | None = None,
                         device: torch.device | str = "cpu") -> Dataset:
     """root/sparse/0 + root/<images>: cameras sorted by name, images resized by `scale` (<= 1),
-    SfM points from points3D, held-out split as `holdout_indices`."""
+    SfM points from points3D, held-out split as `split` (over every photo `gsrender prepare`
+    listed in root/prepare.json, when it is there)."""
     root = Path(root)
     sparse = root / "sparse" / "0"
     if not sparse.is_dir():
@@ -128,7 +142,8 @@ def load_colmap_dataset(root: str | os.PathLike, images: str = "images", scale: 
         views.append(View(c.name, c.viewmat.to(device), c.K.to(device),
                           _read_image(c.image_path, w, h).to(device), c.model, c.distortion))
     xyz, rgb = load_colmap_points(sparse)
-    train, test = split(views, every, n_test)
+    manifest = read_manifest(root)
+    train, test = split(views, every, n_test, photos=manifest["photos"] if manifest else None)
     return Dataset(train, test, (torch.from_numpy(xyz).to(device), torch.from_numpy(rgb).to(device)),
                    meta={"source": str(root), "images": images, "scale": scale})
 
