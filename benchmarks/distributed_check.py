@@ -47,6 +47,11 @@ def train(kind: str, seed: int, args, folder: Path) -> dict:
             "train_psnr": rep["train"]["psnr"], "gaussians": rep["gaussians_final"]}
 
 
+def _ply(folder: Path) -> Path:
+    """The final model of a `gsrender train` run in folder (its results.json names it)."""
+    return Path(json.loads((folder / "results.json").read_text())["ply"])
+
+
 def ply_difference(a: Path, b: Path) -> dict:
     """The largest per-Gaussian position and opacity difference of two PLYs of one row order."""
     from gsrender.io import load_ply
@@ -73,8 +78,8 @@ def main(argv=None) -> int:
         for kind in KINDS:
             runs[kind].append({"seed": seed, **train(kind, seed, args, out / f"{kind}_{seed}")})
             print(f"seed {seed} {kind}: held-out {runs[kind][-1]['test_psnr']:.3f} dB", flush=True)
-        ply.append({"seed": seed, **ply_difference(out / f"two_ranks_{seed}" / "point_cloud.ply",
-                                                    out / f"batch2_{seed}" / "point_cloud.ply")})
+        ply.append({"seed": seed, **ply_difference(_ply(out / f"two_ranks_{seed}"),
+                                                    _ply(out / f"batch2_{seed}"))})
     res = {"env": env_block("cpu"), "scene": args.colmap, "steps": args.steps, "seeds": seeds,
            "threads_per_process": 1, "runs": runs, "ply_two_ranks_vs_batch2": ply}
     (out / "distributed_check.json").write_text(json.dumps(res, indent=1))

@@ -130,9 +130,9 @@ def run_real(folder: Path = SNOW, steps: int = 300, out: Path = Path("out/loc_re
         print(f"real-image check skipped: {folder} absent")
         return None
     t_train = train_model(folder, out, steps, scale, threads, init_ply)
-    res = localize_held_out(folder, out / "train" / "point_cloud.ply", out, scale, methods)
-    res.update(steps=steps, train_s=t_train,
-               train_results=json.loads((out / "train" / "results.json").read_text()))
+    train_results = json.loads((out / "train" / "results.json").read_text())
+    res = localize_held_out(folder, Path(train_results["ply"]), out, scale, methods)
+    res.update(steps=steps, train_s=t_train, train_results=train_results)
     return res
 
 

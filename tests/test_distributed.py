@@ -239,7 +239,7 @@ def test_two_rank_training_learns_like_one_process(tmp_path):
     assert r2["machine"]["ranks"] == 2 and (r2["steps"], r2["views_seen"]) == (20, 40)
     assert (r1["steps"], r1["views_seen"]) == (40, 40)
     # the checkpoint is one PLY of both shards
-    assert load_ply(two / "point_cloud.ply").num_gaussians == r2["gaussians_final"]
+    assert load_ply(r2["ply"]).num_gaussians == r2["gaussians_final"]
     assert r2["gaussians_initial"] == r1["gaussians_initial"]
     for r in (r1, r2):
         first, last = r["history"]["train_eval"][0][1], r["history"]["train_eval"][-1][1]

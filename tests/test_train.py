@@ -211,7 +211,11 @@ def test_train_command_writes_outputs(tmp_path, capsys):
     assert rep["train"]["psnr"] > 10 and 0 < rep["test"]["ssim"] <= 1
     assert (out / "psnr.png").stat().st_size > 1000
     assert (out / "snapshots" / "step_000020.png").is_file()
-    assert load_ply(out / "point_cloud.ply").num_gaussians == rep["gaussians_final"]
+    assert load_ply(rep["ply"]).num_gaussians == rep["gaussians_final"]
+    assert rep["ply"] == str(out / "point_cloud" / "iteration_30" / "point_cloud.ply")
+    cams = json.loads((out / "cameras.json").read_text())
+    assert len(cams) == 9 and {"position", "rotation", "fx", "fy", "img_name"} <= set(cams[0])
+    assert "sh_degree=1" in (out / "cfg_args").read_text()
     assert "held-out PSNR" in capsys.readouterr().out
     # `gsrender train` is the same command; a missing scene is a clean error
     assert cli_main(["train", "--colmap", str(tmp_path / "nowhere"), "--no-progress",

@@ -306,7 +306,7 @@ def test_train_view_hook_shows_the_model_being_trained(tmp_path):
         v = hook.viewer
         assert v is not None and "step 4/4" in v.status
         assert v.frames.model.num_gaussians == rep["gaussians_final"]
-        trained = load_ply(tmp_path / "point_cloud.ply")
+        trained = load_ply(rep["ply"])
         torch.testing.assert_close(v.frames.model.means, trained.means)  # the final parameters
         assert len(hook.cameras) == len(data.train)
     finally:

@@ -20,6 +20,7 @@ import numpy as np
 import plyfile
 import torch
 
+from gsrender.io.atomic import atomic_path
 from gsrender.scene import GaussianModel
 
 _MAX_HEADER = 1 << 20  # a real header is a few KB even with 1024 feature columns
@@ -235,4 +236,5 @@ def save_ply(path: str | os.PathLike, model: GaussianModel) -> None:
     rec = np.empty(n, dtype=[(name, "<" + code) for name, code, _ in cols])
     for name, _, vals in cols:
         rec[name] = vals
-    plyfile.PlyData([plyfile.PlyElement.describe(rec, "vertex")], byte_order="<").write(str(path))
+    with atomic_path(path) as tmp:
+        plyfile.PlyData([plyfile.PlyElement.describe(rec, "vertex")], byte_order="<").write(str(tmp))

@@ -14,17 +14,32 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from gsrender.io.ply import save_ply
+from gsrender.io import atomic
 from gsrender.train.data import Dataset, View, load_colmap_dataset, synthetic_dataset
+from gsrender.train import checkpoint
 from gsrender.train.densify import DensifyConfig
 from gsrender.train.optim import LearningRates
+from gsrender.train.outputs import write_outputs
 from gsrender.train.trainer import BACKGROUNDS, TrainConfig, Trainer
 
 # A CPU-sized budget: 1000 steps take snowmiku_small (11 training photos, 494x371) to ~35 dB on
 # the training views with 680 s of CPU time on one core (README "Training"), within 15 minutes
-# on 2 idle cores. 3DGS's own schedule is 30000 steps at lr x1.
+# on 2 idle cores. 3DGS's own schedule is 30000 steps at lr x1 (--preset 3dgs).
 DEFAULT_STEPS = 1000
 DEFAULT_LR_SCALE = 2.0
+
+# Option defaults a preset sets (options given on the command line still win).
+PRESETS = {
+    # The original 3DGS code's schedule and rates (arguments/__init__.py of the release): learning
+    # rates as released, a black background, densification every 100 iterations from 500 to
+    # 15000 of a 30000-iteration schedule, opacity resets every 3000, an SH degree every 1000;
+    # --steps 7000 is its 7k checkpoint (the schedule stays 30000 long). No Gaussian cap: the
+    # count is whatever densification makes (3DGS has none).
+    "3dgs": {"lr_scale": 1.0, "background": "black", "schedule_steps": 30000,
+             "densify_every": 100, "densify_from": 500 / 30000, "densify_until": 0.5,
+             "opacity_reset_every": 3000, "grad_threshold": 2e-4, "ssim_lambda": 0.2,
+             "sh_degree": 3, "max_gaussians": 10_000_000},
+}
 
 
 def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
@@ -53,6 +68,11 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--steps-scaler", type=float, default=1.0,
                    help="multiply every step count (--steps, --densify-every, --opacity-reset-every, "
                         "--eval-every, --snapshot-every) by this (gsplat's steps_scaler)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                   help="option defaults of a published recipe: 3dgs = the original code's "
+                        "schedule and learning rates (30000-step schedule, --steps stops it early)")
+    p.add_argument("--schedule-steps", type=int, default=None,
+                   help="length of the schedules in views (default: --steps)")
     p.add_argument("--minutes", type=float, default=None, help="training time budget")
     p.add_argument("--sh-degree", type=int, default=3)
     p.add_argument("--background", choices=BACKGROUNDS, default="random")
@@ -62,7 +82,8 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--max-gaussians", type=int, default=150_000)
     p.add_argument("--grad-threshold", type=float, default=2e-4)
     p.add_argument("--densify-every", type=int, default=100, help="views between densifications")
-    p.add_argument("--densify-until", type=float, default=0.5, help="fraction of the budget")
+    p.add_argument("--densify-from", type=float, default=0.05, help="fraction of the schedule")
+    p.add_argument("--densify-until", type=float, default=0.5, help="fraction of the schedule")
     p.add_argument("--opacity-reset-every", type=int, default=3000,
                    help="views between opacity resets while densifying (0: never)")
     p.add_argument("--synthetic-gaussians", type=int, default=4000)
@@ -73,9 +94,18 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, default=250, help="training + held-out PSNR every N views (0: end only)")
     p.add_argument("--snapshot-every", type=int, default=500, help="PNG of a held-out view every N views")
     p.add_argument("--plot", action="store_true", help="write psnr.png (PSNR vs steps)")
+    p.add_argument("--resume", metavar="OUT", default=None,
+                   help="continue the run in OUT from its newest checkpoint (alone, or with "
+                        "--steps / --minutes to extend its budget: the other options are the run's)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--deterministic", action="store_true",
+                   help="fixed-order gradient sums: a resumed run equals the uninterrupted one bit "
+                        "for bit (same machine and threads)")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="write OUT/checkpoints/step_N.pt every N steps (0: never); --resume OUT "
+                        "continues from the newest")
     p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
     p.add_argument("--distributed", action="store_true",
                    help="shard the Gaussians and views over torchrun's ranks (docs/distributed.md)")
@@ -89,12 +119,14 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
 def _config(args) -> TrainConfig:
     steps = args.steps if args.steps is not None or args.minutes is not None else DEFAULT_STEPS
     dcfg = DensifyConfig(grad_threshold=args.grad_threshold, max_gaussians=args.max_gaussians)
-    return TrainConfig(steps=steps, minutes=args.minutes, sh_degree=args.sh_degree,
-                       ssim_lambda=args.ssim_lambda, background=args.background, densify=dcfg,
-                       lrs=LearningRates().scaled(args.lr_scale),
-                       densify_every=args.densify_every, densify_until=args.densify_until,
+    return TrainConfig(steps=steps, minutes=args.minutes, schedule_steps=args.schedule_steps,
+                       sh_degree=args.sh_degree, ssim_lambda=args.ssim_lambda,
+                       background=args.background, densify=dcfg,
+                       lrs=LearningRates().scaled(args.lr_scale), densify_every=args.densify_every,
+                       densify_from=args.densify_from, densify_until=args.densify_until,
                        opacity_reset_every=args.opacity_reset_every, seed=args.seed,
-                       batch_views=args.batch_views, steps_scaler=args.steps_scaler)
+                       deterministic=args.deterministic, batch_views=args.batch_views,
+                       steps_scaler=args.steps_scaler)
 
 
 def load_dataset(args, device: torch.device) -> Dataset:
@@ -156,23 +188,35 @@ def plot(history: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def train(args, data: Dataset, out: Path, on_step=None) -> dict | None:
+def train(args, data: Dataset, out: Path, on_step=None, resume: dict | None = None) -> dict | None:
     """The loop with its side outputs; returns the report written to out/results.json (None on
     the ranks other than 0 under --distributed). on_step(trainer, step_result), when given, runs
-    after every step (the live viewer)."""
+    after every step (the live viewer). resume: a checkpoint (train.checkpoint.load) to go on
+    from; every --checkpoint-every steps one is written."""
     from tqdm import tqdm
 
     cfg = _config(args)
     trainer = make_trainer(args, data, cfg)
-    n_init = trainer.total_gaussians()
-    eval_every, snapshot_every = trainer.sched.count(args.eval_every), trainer.sched.count(args.snapshot_every)
     # train: per-step PSNR (running mean); train_eval / test: all training / held-out views,
     # as (step, PSNR[, training seconds so far])
     history: dict = {"train": [], "train_eval": [], "test": []}
-    ema, t_start, cpu_start = None, time.perf_counter(), time.process_time()
-    bar = tqdm(total=trainer.sched.steps, disable=args.no_progress or not trainer.is_main,
-               unit="step",
-               dynamic_ncols=True)
+    ema, wall0, cpu0, n_init = None, 0.0, 0.0, trainer.total_gaussians()
+    if resume is not None:
+        checkpoint.restore(trainer, resume["trainer"])
+        run = resume["run"]
+        history, ema, wall0, cpu0, n_init = (run["history"], run["ema"], run["wall_seconds"],
+                                             run["cpu_seconds"], run["gaussians_initial"])
+    eval_every, snapshot_every = trainer.sched.count(args.eval_every), trainer.sched.count(args.snapshot_every)
+    ckpt_every = trainer.sched.count(args.checkpoint_every)
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+
+    def run_state() -> dict:
+        return {"args": dict(vars(args)), "history": history, "ema": ema,
+                "wall_seconds": wall0 + time.perf_counter() - t_start,
+                "cpu_seconds": cpu0 + time.process_time() - cpu_start, "gaussians_initial": n_init}
+
+    bar = tqdm(total=trainer.sched.steps, initial=trainer.step_count,
+               disable=args.no_progress or not trainer.is_main, unit="step", dynamic_ncols=True)
     while not trainer.done():
         r = trainer.train_step(data.train)
         ema = r["psnr"] if ema is None else 0.95 * ema + 0.05 * r["psnr"]
@@ -185,12 +229,14 @@ def train(args, data: Dataset, out: Path, on_step=None) -> dict | None:
                 history["test"].append((s, trainer.evaluate(data.test)["psnr"]))
         if data.test and snapshot_every and s % snapshot_every == 0:
             snapshot(trainer, data.test[0], out / "snapshots" / f"step_{s:06d}.png")
+        if ckpt_every and s % ckpt_every == 0 and trainer.is_main:
+            checkpoint.save(out, trainer, {"run": run_state()})
         if on_step is not None:
             on_step(trainer, r)
         bar.update(1)
         bar.set_postfix(loss=f"{r['loss']:.4f}", psnr=f"{ema:.2f}", N=r["n"], refresh=False)
     bar.close()
-    wall, cpu = time.perf_counter() - t_start, time.process_time() - cpu_start
+    state = run_state()
     res_train, res_test = trainer.evaluate(data.train), trainer.evaluate(data.test)
     for key, res in (("train_eval", res_train), ("test", res_test)):
         if res["views"] and (not history[key] or history[key][-1][0] != trainer.step_count):
@@ -198,31 +244,50 @@ def train(args, data: Dataset, out: Path, on_step=None) -> dict | None:
     if data.test:
         snapshot(trainer, data.test[0], out / "snapshots" / f"step_{trainer.step_count:06d}.png")
     model = trainer.model()  # gathers the shards under --distributed
-    if trainer.is_main:
-        save_ply(out / "point_cloud.ply", model)
+    if not trainer.is_main:
+        return None
+    ply = write_outputs(out, model, trainer.step_count, args, data)
+    steps = max(trainer.step_count, 1)
     report = {
         "source": data.meta, "steps": trainer.step_count,  # optimiser steps
         "views_per_step": trainer.views_per_step, "views_seen": trainer.step_count * trainer.views_per_step,
-        "train_seconds": trainer.train_seconds, "wall_seconds": wall,
-        "cpu_seconds": cpu,  # process CPU time of the whole loop: the load-independent cost
-        "seconds_per_step": trainer.train_seconds / max(trainer.step_count, 1),
+        "train_seconds": trainer.train_seconds, "wall_seconds": state["wall_seconds"],
+        "cpu_seconds": state["cpu_seconds"],  # process CPU time of the whole loop: the load-independent cost
+        "seconds_per_step": trainer.train_seconds / steps,
+        "seconds_per_step_by_phase": {k: v / steps for k, v in trainer.phase_seconds.items()},
+        "peak_rss_mb": _peak_rss_mb(),
+        "resumed": resume is not None,
         "gaussians_initial": n_init, "gaussians_final": trainer.total_gaussians(),
-        "train": res_train, "test": res_test,
+        "ply": str(ply), "train": res_train, "test": res_test,
         "image_size": [data.train[0].width, data.train[0].height],
         "views": {"train": [v.name for v in data.train], "test": [v.name for v in data.test]},
         "config": dict(vars(args)),
         "densify_log": trainer.log, "history": history,
         "machine": {"device": str(trainer.device), "threads": torch.get_num_threads(),
-                    "cpu": platform.processor() or platform.machine(),
-                    "load_avg_1m": _loadavg(),
+                    "cpu": _cpu_name(), "load_avg_1m": _loadavg(),
                     "ranks": dist.get_world_size() if args.distributed else 1},
     }
-    if not trainer.is_main:
-        return None
-    (out / "results.json").write_text(json.dumps(report, indent=1, default=str))
+    atomic.write_json(out / "results.json", report, indent=1, default=str)
     if args.plot:
         plot(history, out / "psnr.png")
     return report
+
+
+def _peak_rss_mb() -> float:
+    """This process's largest resident set so far (Linux reports kB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _loadavg() -> float | None:
@@ -232,9 +297,59 @@ def _loadavg() -> float | None:
         return None
 
 
+# What a resumed run may change: its budget and how it reports (not the model or the schedule)
+RESUMABLE = ("steps", "minutes", "checkpoint_every", "eval_every", "snapshot_every", "threads",
+             "no_progress", "plot")
+
+
+def _resume_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="continue a run from its newest checkpoint")
+    p.add_argument("--resume", metavar="OUT", required=True,
+                   help="the run's output folder (holding checkpoints/)")
+    for name in ("steps", "checkpoint_every", "eval_every", "snapshot_every", "threads"):
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=None)
+    p.add_argument("--minutes", type=float, default=None)
+    p.add_argument("--no-progress", action="store_true", default=None)
+    p.add_argument("--plot", action="store_true", default=None)
+    return p
+
+
+def parse_args(argv: list[str] | None, prog: str) -> tuple[argparse.Namespace, dict | None]:
+    """(arguments, checkpoint or None). With --resume OUT the arguments are the run's own, as its
+    newest checkpoint recorded them, with RESUMABLE options overridden where given; otherwise a
+    --preset's defaults apply, then the command line."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a == "--resume" or a.startswith("--resume=") for a in argv):
+        r = _resume_parser(prog).parse_args(argv)
+        path = checkpoint.latest(r.resume)
+        if path is None:
+            raise SystemExit(f"{prog}: error: --resume: no checkpoint in {Path(r.resume) / checkpoint.FOLDER}")
+        state = checkpoint.load(path)
+        args = argparse.Namespace(**state["run"]["args"])
+        for name in RESUMABLE:
+            if getattr(r, name) is not None:
+                setattr(args, name, getattr(r, name))
+        args.out = r.resume
+        return args, state
+    p = build_parser(prog)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    preset = pre.parse_known_args(argv)[0].preset
+    if preset:
+        p.set_defaults(**PRESETS[preset])
+    return p.parse_args(argv), None
+
+
 def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
-    args = build_parser(prog).parse_args(argv)
-    for name in ("steps", "hold", "max_gaussians", "densify_every", "width", "height", "batch_views"):
+    try:
+        args, resume = parse_args(argv, prog)
+    except ValueError as e:  # an unreadable checkpoint
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    if args.checkpoint_every and args.distributed:
+        raise SystemExit(f"{prog}: error: --checkpoint-every is for one process (not --distributed)")
+    for name in ("steps", "hold", "max_gaussians", "densify_every", "width", "height", "batch_views",
+                 "schedule_steps"):
         v = getattr(args, name)
         if v is not None and v < 1:
             raise SystemExit(f"{prog}: error: --{name.replace('_', '-')} must be >= 1, got {v}")
@@ -262,7 +377,7 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
             from gsrender.viewer.training import TrainingView
 
             view = TrainingView(data.train, host=args.view_host, port=args.view_port)
-        rep = train(args, data, out, on_step=view)
+        rep = train(args, data, out, on_step=view, resume=resume)
     except (ValueError, TypeError, OSError) as e:  # bad folders, files or arguments
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
@@ -293,7 +408,7 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
     if data.test:
         print(f"held-out PSNR {rep['test']['psnr']:.2f} dB  SSIM {rep['test']['ssim']:.4f}  "
               f"({rep['test']['views']} views)")
-    print(f"wrote {out / 'results.json'}, {out / 'point_cloud.ply'}")
+    print(f"wrote {out / 'results.json'}, {rep['ply']}")
     if view is not None:
         view.wait()
     return 0

@@ -30,13 +30,15 @@ class Schedule:
     steps: int | None
     densify_every: int
     opacity_reset_every: int
+    horizon: int | None = None  # the schedules' length (progress 1); None: the time budget's
 
     @classmethod
     def of(cls, steps: int | None, densify_every: int, opacity_reset_every: int,
-           steps_scaler: float, views_per_step: int) -> Schedule:
+           steps_scaler: float, views_per_step: int, horizon: int | None = None) -> Schedule:
+        """horizon: the schedules' length in views (the budget `steps` when they end together)."""
         f = steps_scaler / views_per_step
         return cls(f, scaled_count(steps, f), scaled_count(densify_every, f),
-                   scaled_count(opacity_reset_every, f))
+                   scaled_count(opacity_reset_every, f), scaled_count(horizon, f))
 
     def count(self, n: int | None) -> int | None:
         """Another count in views (e.g. --eval-every) in optimiser steps."""

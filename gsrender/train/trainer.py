@@ -25,6 +25,7 @@ from gsrender.train.params import activated, params_from_model, params_from_poin
 from gsrender.train.schedule import Schedule
 
 BACKGROUNDS = ("black", "white", "random")
+PHASES = ("render", "loss", "backward", "optimizer", "densify")
 
 
 @dataclass
@@ -32,6 +33,10 @@ class TrainConfig:
     # budget in training views (3DGS iterations; optimiser steps × views per step), and/or
     steps: int | None = 3000
     minutes: float | None = None  # budget in training minutes (evaluation time not counted)
+    # the length in views over which the schedules run (default: the budget). 3DGS's schedule
+    # is 30000 views long whatever the run: its 7k-step figures are a 30k run stopped at 7000
+    # (densification and opacity resets still on, the position rate not yet decayed)
+    schedule_steps: int | None = None
     sh_degree: int = 3
     ssim_lambda: float = 0.2  # loss = (1−λ)·L1 + λ·(1−SSIM)
     background: str = "random"  # training background; evaluation uses black (white if "white")
@@ -45,6 +50,9 @@ class TrainConfig:
     opacity_reset_every: int = 3000
     sh_every: float = 1 / 30  # progress per added SH degree (3DGS: 1000 of 30000)
     seed: int = 0
+    # the rasterizer's fixed-order gradient sums: a run resumed from a checkpoint equals the
+    # uninterrupted one bit for bit (on one machine and thread count)
+    deterministic: bool = False
     batch_views: int = 1  # views a process renders per optimiser step (gsplat's batch_size)
     steps_scaler: float = 1.0  # multiplies every step count (gsplat's steps_scaler)
 
@@ -53,6 +61,8 @@ class TrainConfig:
             raise ValueError("steps and minutes: give at least one budget")
         if self.steps is not None and self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.schedule_steps is not None and self.schedule_steps < 1:
+            raise ValueError(f"schedule_steps must be >= 1, got {self.schedule_steps}")
         if self.minutes is not None and not self.minutes > 0:
             raise ValueError(f"minutes must be > 0, got {self.minutes}")
         if self.background not in BACKGROUNDS:
@@ -87,7 +97,8 @@ class Trainer:
         self.order = None  # one process: the rows' order is the order (DistributedTrainer: keys)
         self.views_per_step = cfg.batch_views * self.world
         self.sched = Schedule.of(cfg.steps, cfg.densify_every, cfg.opacity_reset_every,
-                                 cfg.steps_scaler, self.views_per_step)
+                                 cfg.steps_scaler, self.views_per_step,
+                                 cfg.schedule_steps if cfg.schedule_steps is not None else cfg.steps)
         self.lr_factor = optim.batch_scaling(self.views_per_step)[0]
         self.opt = optim.make_optimizer(self.params, cfg.lrs, self.extent, self.views_per_step)
         self.stats = dens.GradStats(self.num_gaussians, self.device)
@@ -97,6 +108,8 @@ class Trainer:
         self.bg_gen = torch.Generator(self.device).manual_seed(cfg.seed)
         self.step_count = 0
         self.train_seconds = 0.0
+        # training seconds by phase: render (forward), loss, backward, optimiser, densification
+        self.phase_seconds = dict.fromkeys(PHASES, 0.0)
         self._order: list[int] = []
         self.log: list[dict] = []  # densification events
 
@@ -126,15 +139,19 @@ class Trainer:
         return t
 
     def progress(self) -> float:
+        """Where the schedules stand in [0, 1]: steps over the schedule's length, or the time
+        budget's share, whichever is further."""
         p = 0.0
-        if self.sched.steps is not None:
-            p = self.step_count / self.sched.steps
+        if self.sched.horizon is not None:
+            p = self.step_count / self.sched.horizon
         if self.cfg.minutes is not None:
             p = max(p, self.train_seconds / (60.0 * self.cfg.minutes))
         return p
 
     def done(self) -> bool:
-        return self.progress() >= 1.0
+        if self.sched.steps is not None and self.step_count >= self.sched.steps:
+            return True
+        return self.cfg.minutes is not None and self.train_seconds >= 60.0 * self.cfg.minutes
 
     def active_sh_degree(self) -> int:
         return min(self.cfg.sh_degree, int(self.progress() / self.cfg.sh_every))
@@ -163,7 +180,8 @@ class Trainer:
         deg = self.active_sh_degree() if sh_degree is None else sh_degree
         bg = self._background(train=False) if background is None else background
         return rasterize(means, quats, scales, opac, sh, vms, Ks, views[0].width, views[0].height,
-                         sh_degree=deg, backgrounds=bg, **batch_lens(views))
+                         sh_degree=deg, backgrounds=bg, deterministic=self.cfg.deterministic,
+                         **batch_lens(views))
 
     def _next_views(self, views: list[View]) -> list[View]:
         """This process's views of the next step's batch: every training view once per epoch, in
@@ -188,7 +206,15 @@ class Trainer:
     def train_step(self, views: list[View]) -> dict:
         """One optimiser step on the next batch of training views (the mean of their losses:
         the views share one image size), then densification when due."""
-        t0 = time.perf_counter()
+        t0 = tick = time.perf_counter()
+        phases = self.phase_seconds
+
+        def lap(name: str) -> None:
+            nonlocal tick
+            now = time.perf_counter()
+            phases[name] += now - tick
+            tick = now
+
         cfg = self.cfg
         prog = self.progress()
         optim.set_means_lr(self.opt, self.lr_factor * optim.exp_decay(
@@ -198,18 +224,23 @@ class Trainer:
         means2d = out.meta["means2d"]  # [C, N, 2] (C: the step's views, on every rank)
         means2d.retain_grad()
         img = out.colors  # [B, H, W, 3]
+        lap("render")
         target = torch.stack([v.image for v in batch])
         loss = self.loss(img, target)
         self.opt.zero_grad(set_to_none=True)
+        lap("loss")
         # each process's loss is the mean over its views; / world makes the sum of the ranks'
         # gradients the mean over all the step's views
         (loss / self.world).backward()
+        lap("backward")
         densifying = prog < cfg.densify_until
         if densifying and means2d.grad is not None:
             self.stats.update(means2d.grad, out.meta["radii"], batch[0].width, batch[0].height)
         self.opt.step()
         self.step_count += 1
+        lap("optimizer")
         event = self._densify_if_due(densifying)
+        lap("densify")
         self.train_seconds += time.perf_counter() - t0
         return {"loss": float(loss.detach()), "psnr": metrics.psnr(img.detach().clamp(0, 1), target),
                 "n": self.num_gaussians, "densify": event}
