@@ -13,7 +13,8 @@ import torch
 
 from gsrender.io import atomic
 from gsrender.train import checkpoint
-from gsrender.train.run import PRESETS, build_parser, main as train_main, parse_args
+from gsrender.train.run import PRESETS, build_parser, parse_args
+from gsrender.train.run import main as train_main
 from gsrender.train.trainer import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]

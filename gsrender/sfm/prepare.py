@@ -28,8 +28,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 # A scene with fewer photos cannot have a held-out view and two training views.
 MIN_IMAGES = 3

@@ -3,7 +3,6 @@ scene, with held-out evaluation, PNG snapshots, a JSON report, a PLY export and 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -15,8 +14,8 @@ import torch
 import torch.distributed as dist
 
 from gsrender.io import atomic
-from gsrender.train.data import Dataset, View, load_colmap_dataset, synthetic_dataset
 from gsrender.train import checkpoint
+from gsrender.train.data import Dataset, View, load_colmap_dataset, synthetic_dataset
 from gsrender.train.densify import DensifyConfig
 from gsrender.train.optim import LearningRates
 from gsrender.train.outputs import write_outputs
