@@ -31,11 +31,12 @@ def _ply_bytes(out: Path, step: int) -> bytes:
     return (out / "point_cloud" / f"iteration_{step}" / "point_cloud.ply").read_bytes()
 
 
-def test_resumed_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("adam", [[], ["--fused-adam"]], ids=["foreach_adam", "fused_adam"])
+def test_resumed_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path, adam):
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    assert train_main([*RUN, "--steps", "60", "--out", str(whole)]) == 0
+    assert train_main([*RUN, *adam, "--steps", "60", "--out", str(whole)]) == 0
     # a run stopped at step 35 (its newest checkpoint: step 30), then resumed to 60
-    assert train_main([*RUN, "--steps", "35", "--checkpoint-every", "10", "--out", str(parts)]) == 0
+    assert train_main([*RUN, *adam, "--steps", "35", "--checkpoint-every", "10", "--out", str(parts)]) == 0
     assert checkpoint.latest(parts).name == "step_0000030.pt"
     assert len(list((parts / "checkpoints").iterdir())) == checkpoint.KEEP  # older ones removed
     assert train_main(["--resume", str(parts), "--steps", "60"]) == 0

@@ -64,7 +64,7 @@ def restore(trainer, state: dict) -> None:
 
     trainer.params = params
     trainer.opt = optim.make_optimizer(trainer.params, trainer.cfg.lrs, trainer.extent,
-                                       trainer.views_per_step)
+                                       trainer.views_per_step, fused=trainer.opt.defaults.get("fused") is True)
     trainer.opt.load_state_dict(state["optimizer"])
     trainer.ids = state["ids"].to(trainer.device)
     g = state["grad_stats"]

@@ -48,19 +48,21 @@ def batch_scaling(views_per_step: int) -> tuple[float, tuple[float, float], floa
 
 
 def make_optimizer(params: dict[str, torch.Tensor], lrs: LearningRates, extent: float,
-                   views_per_step: int = 1) -> torch.optim.Adam:
+                   views_per_step: int = 1, fused: bool = False) -> torch.optim.Adam:
     """Adam over params, which become leaf tensors requiring grad in place; lrs are the rates
-    before batch_scaling(views_per_step), which this applies (set_means_lr takes scaled rates)."""
+    before batch_scaling(views_per_step), which this applies (set_means_lr takes scaled rates).
+    fused: torch's fused Adam (see below: for one process only)."""
     factor, betas, eps = batch_scaling(views_per_step)
     groups = []
     for name in NAMES:
         params[name] = params[name].detach().requires_grad_(True)
         lr = lrs.means_init * extent if name == "means" else getattr(lrs, name)
         groups.append({"params": [params[name]], "lr": lr * factor, "name": name})
-    # not fused=True, though it is ~4x faster on the CPU (benchmarks/train_step.py): its rounding
-    # depends on an element's position in the tensor (vector body or tail), so shards would not
-    # train exactly as one process (test_two_ranks_densify_like_one_process_with_a_batch_of_two)
-    return torch.optim.Adam(groups, lr=0.0, betas=betas, eps=eps)
+    # fused=True is ~4x faster on the CPU (benchmarks/train_step.py), but its rounding depends on
+    # an element's position in the tensor (vector body or tail), so shards would not train
+    # exactly as one process (test_two_ranks_densify_like_one_process_with_a_batch_of_two): the
+    # default stays foreach, the distributed trainer never fuses
+    return torch.optim.Adam(groups, lr=0.0, betas=betas, eps=eps, fused=fused or None)
 
 
 def exp_decay(progress: float, init: float, final: float) -> float:

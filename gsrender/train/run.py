@@ -37,7 +37,7 @@ PRESETS = {
     "3dgs": {"lr_scale": 1.0, "background": "black", "schedule_steps": 30000,
              "densify_every": 100, "densify_from": 500 / 30000, "densify_until": 0.5,
              "opacity_reset_every": 3000, "grad_threshold": 2e-4, "ssim_lambda": 0.2,
-             "sh_degree": 3, "max_gaussians": 10_000_000},
+             "sh_degree": 3, "max_gaussians": 10_000_000, "fused_adam": True},
 }
 
 
@@ -102,6 +102,9 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--deterministic", action="store_true",
                    help="fixed-order gradient sums: a resumed run equals the uninterrupted one bit "
                         "for bit (same machine and threads)")
+    p.add_argument("--fused-adam", action="store_true",
+                   help="torch's fused Adam: ~4x faster on the CPU; one process only (not with "
+                        "--distributed, whose shards then would not train exactly as one process)")
     p.add_argument("--checkpoint-every", type=int, default=0,
                    help="write OUT/checkpoints/step_N.pt every N steps (0: never); --resume OUT "
                         "continues from the newest")
@@ -124,7 +127,8 @@ def _config(args) -> TrainConfig:
                        lrs=LearningRates().scaled(args.lr_scale), densify_every=args.densify_every,
                        densify_from=args.densify_from, densify_until=args.densify_until,
                        opacity_reset_every=args.opacity_reset_every, seed=args.seed,
-                       deterministic=args.deterministic, batch_views=args.batch_views,
+                       deterministic=args.deterministic, fused_adam=args.fused_adam,
+                       batch_views=args.batch_views,
                        steps_scaler=args.steps_scaler)
 
 

@@ -53,6 +53,9 @@ class TrainConfig:
     # the rasterizer's fixed-order gradient sums: a run resumed from a checkpoint equals the
     # uninterrupted one bit for bit (on one machine and thread count)
     deterministic: bool = False
+    # torch's fused Adam (~4x faster on the CPU); one process only: its rounding depends on a
+    # row's position, so shards would not train exactly as one process
+    fused_adam: bool = False
     batch_views: int = 1  # views a process renders per optimiser step (gsplat's batch_size)
     steps_scaler: float = 1.0  # multiplies every step count (gsplat's steps_scaler)
 
@@ -100,7 +103,8 @@ class Trainer:
                                  cfg.steps_scaler, self.views_per_step,
                                  cfg.schedule_steps if cfg.schedule_steps is not None else cfg.steps)
         self.lr_factor = optim.batch_scaling(self.views_per_step)[0]
-        self.opt = optim.make_optimizer(self.params, cfg.lrs, self.extent, self.views_per_step)
+        self.opt = optim.make_optimizer(self.params, cfg.lrs, self.extent, self.views_per_step,
+                                        fused=cfg.fused_adam and self.world == 1)
         self.stats = dens.GradStats(self.num_gaussians, self.device)
         # the training backgrounds: one stream for the whole step's batch, the same on every rank
         # (so that ranks and one process with batch_views = ranks draw the same); split noise is
