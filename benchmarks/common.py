@@ -14,9 +14,10 @@ from pathlib import Path
 import torch
 
 import gsrender
+from gsrender.io.paths import data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-SNOWMIKU_SMALL = ROOT.parent / "shared" / "data" / "snowmiku_small"  # the training benchmarks' scene
+SNOWMIKU_SMALL = data_dir() / "snowmiku_small"  # the training benchmarks' scene
 
 
 def torchrun() -> str:

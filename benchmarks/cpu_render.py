@@ -45,12 +45,13 @@ if str(ROOT) not in sys.path:
 # gsrender before torch, as the `gsrender` command does: its OpenMP wait policy and huge-page
 # allocation defaults (gsrender/__init__.py) apply only so; environment() records them
 import gsrender  # noqa: F401, I001
+from gsrender.io.paths import data_dir
 import torch
 
 from benchmarks.common import (PeakMemory, _loadavg, environment, mem_available_mb, random_box_scene,
                                render_scene, sgemm_gflops)
 
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = data_dir()
 SAMPLE = ROOT / "data" / "sample"
 GARDEN = SHARED / "garden" / "test_garden.npz"
 STAGES = ("project", "sh", "bin", "raster_fwd")

@@ -229,3 +229,45 @@ def first_run_lines(r: dict) -> list[str]:
             f"cores, load {(m.get('loadavg') or ['?'])[0]}→{(r.get('loadavg_after') or ['?'])[0]}; "
             f"{r.get('commit', '?')}, {r.get('date', '?')}; "
             + ", ".join(f"{k} {v}" for k, v in r.get("settings", {}).items()) + "."]
+
+
+# ---------------------------------------------------------------------------------------------
+# a real scene from photos (benchmarks/real_scene.py)
+
+
+def real_scene_lines(rec: dict) -> list[str]:
+    """Our held-out metrics beside the published ones, then SfM, training by phase and the
+    held-out PSNR curve."""
+    r = rec["result"]
+    ev, tr, sfm = r["eval"], r["train"], r["sfm"]
+    minutes = tr["wall_seconds"] / 60
+    cpu = tr["machine"].get("cpu") or rec["machine"].get("cpu") or "?"
+    lines = ["| scene | model | image | steps | held-out PSNR (dB) | SSIM | LPIPS | training |",
+             "|---|---|---|---|---|---|---|---|",
+             (f"| {r['scene']} | gsrender train --preset 3dgs, {tr['gaussians_final']:,} Gaussians | "
+              f"{ev['width']}×{ev['height']} | {tr['steps']:,} | {dash(ev['psnr'], '.2f')} | "
+              f"{dash(ev['ssim'], '.3f')} | {dash(ev['lpips'], '.3f') if ev['lpips'] is not None else 'n/a'} | "
+              f"{minutes:.0f} min, {tr['machine'].get('threads', '?')} threads ({cpu}) |")]
+    for p in r["published"]:
+        took = f"{p['minutes']} min ({p['device']})" if p.get("minutes") else "–"
+        lines.append(f"| {r['scene']} | {p['method']} (published: {p['source']}) | {p['image']} | "
+                     f"{p['steps']:,} | {dash(p['psnr'], '.2f')} | {dash(p['ssim'], '.3f')} | – | {took} |")
+    ph = tr.get("seconds_per_step_by_phase") or {}
+    sec = sfm.get("seconds") or {}
+    sfm_s = sum(sec.values()) if sec else None
+    lines += ["", (f"SfM (`gsrender prepare`, pycolmap {sfm.get('pycolmap')}): {sfm['registered']} of "
+                   f"{sfm['photos']} photos registered, {sfm['points3D']:,} points, mean reprojection error "
+                   f"{sfm['mean_reprojection_error_px']:.2f} px"
+                   + (f", {sfm_s / 60:.0f} min" if sfm_s else " (from the committed model)") + ". "
+                   f"Training: {tr['train_views']} training / {tr['test_views']} held-out views, "
+                   f"{tr['seconds_per_step']:.2f} s a step ("
+                   + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()) + f"), peak memory "
+                   f"{(tr['peak_rss_mb'] or 0) / 1024:.1f} GB, {tr['gaussians_initial']:,} → "
+                   f"{tr['gaussians_final']:,} Gaussians; evaluation on 8-bit renders, "
+                   f"{dash(ev['fps'], '.1f')} FPS at the test size.")]
+    curve = r["train"]["psnr_curve"]["test"]
+    if curve:
+        lines += ["", "| step | " + " | ".join(f"{s:,}" for s, *_ in curve) + " |",
+                  "|---|" + "---|" * len(curve),
+                  "| held-out PSNR (dB, float renders) | " + " | ".join(f"{v:.2f}" for _, v, *_ in curve) + " |"]
+    return lines

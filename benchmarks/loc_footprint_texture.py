@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -25,12 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gsrender
+from gsrender.io.paths import data_dir
 from gsrender.loc import room as RM
 from gsrender.loc.split import axis_footprints
 from gsrender.loc.stats import view_contributors
 
 # the shared data folder (../shared/data from the project root; GSRENDER_DATA overrides it)
-PLANT = Path(os.environ.get("GSRENDER_DATA", ROOT.parent / "shared" / "data")) / "plant" / "plant.splat"
+PLANT = data_dir() / "plant" / "plant.splat"
 TUNING_SEEDS = (0, 1)  # never used for evaluation (benchmarks/loc_synthetic.py EVAL_SEEDS)
 CORRS = (0.0, 0.5, 0.7, 0.8, 0.9, 1.0)
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
+from gsrender.io.paths import data_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SNOW = Path(os.environ.get("GSRENDER_DATA", ROOT.parent / "shared" / "data")) / "snowmiku_small"
+SNOW = data_dir() / "snowmiku_small"
 N_TEST = 4
 
 

@@ -46,6 +46,7 @@ from benchmarks import doc_tables
 from benchmarks.doc_tables import dash as _g
 from benchmarks.doc_tables import load
 from benchmarks.study_figures import RENDERERS as STUDY_RENDERERS
+from gsrender.io.paths import data_dir
 
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/training.md", "docs/distributed.md",
@@ -67,7 +68,7 @@ class Bench:
     recorded: bool = False  # its JSON records its own machine, commit and date: kept as it is
 
 
-SNOWMIKU = str(ROOT.parent / "shared" / "data" / "snowmiku_small")
+SNOWMIKU = str(data_dir() / "snowmiku_small")
 BENCHES = {
     "cpu_targets": Bench(("benchmarks/cpu_render.py", "--targets", "--runs", "5", "--out", "{out}"),
                          ("benchmarks/cpu_render.py", "--targets", "--smoke", "--runs", "2", "--out", "{out}"),
@@ -428,6 +429,8 @@ RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_
              "kernel_mutants": _table("kernel_mutants", _result(doc_tables.kernel_mutants_lines)),
              "camera_ut": _table("camera_ut", _camera_ut_lines), "build_profile": render_build_profile,
              "bench_run": _table("bench_run", _bench_run_lines),
+             # a real scene from photos: `make bench-real` (scripts/bench_real.sh) writes it
+             "real_bonsai": _table("real_bonsai", doc_tables.real_scene_lines),
              **STUDY_RENDERERS}
 
 

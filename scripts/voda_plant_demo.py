@@ -24,11 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gsrender.io.paths import data_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-PLANT = ROOT.parent / "shared" / "data" / "plant" / "plant.splat"
+PLANT = data_dir() / "plant" / "plant.splat"
 W, H = 160, 120
 IGNORE = 255
 

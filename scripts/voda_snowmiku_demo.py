@@ -34,11 +34,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gsrender.io.paths import data_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-DATA = ROOT.parent / "shared" / "data" / "snowmiku_small"
+DATA = data_dir() / "snowmiku_small"
 SCALE = 0.5     # masks at the training scale (`gsrender train --scale 0.5`)
 IGNORE = 255
 # (front, side, up) ranges in the camera-derived frame (see the docstring), scene units

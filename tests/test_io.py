@@ -27,9 +27,10 @@ from gsrender.io import (
     write_colmap_text,
 )
 from gsrender.io.colmap import rotmat_to_qvec
+from gsrender.io.paths import data_dir
 from gsrender.scene import GaussianModel
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = data_dir()
 PLANT = Path(__file__).resolve().parents[1] / "data" / "plant" / "plant.splat"  # bundled
 SNOW = DATA / "snowmiku_small"
 

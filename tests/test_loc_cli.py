@@ -3,7 +3,6 @@ points as small Gaussians, 11 training photos, 2 held-out queries); skipped with
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +10,10 @@ import torch
 
 from gsrender.cli.main import main
 from gsrender.io import save_ply
+from gsrender.io.paths import data_dir
 from gsrender.scene import GaussianModel, rgb_to_sh
 
-SNOW = Path(__file__).resolve().parents[2] / "shared" / "data" / "snowmiku_small"
+SNOW = data_dir() / "snowmiku_small"
 pytestmark = pytest.mark.skipif(not (SNOW / "cameras_small.json").is_file(),
                                 reason="shared snowmiku_small data absent")
 

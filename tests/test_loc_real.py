@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from gsrender.io import save_ply
+from gsrender.io.paths import data_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-SNOW = Path(__file__).resolve().parents[2] / "shared" / "data" / "snowmiku_small"
+SNOW = data_dir() / "snowmiku_small"
 pytestmark = pytest.mark.skipif(not (SNOW / "sparse" / "0").is_dir(),
                                 reason="shared snowmiku_small data absent")
 

@@ -7,16 +7,16 @@ evaluator built from associated Legendre polynomials.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import rotation
 
 from gsrender import reference as ref
+from gsrender.io.paths import data_dir
 
 F64 = torch.float64
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = data_dir()
 
 
 def _intrinsics(fx, fy, cx, cy, dtype=F64):

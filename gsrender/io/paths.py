@@ -1,6 +1,7 @@
 """Joining dataset-supplied names onto a folder without letting them escape it."""
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 
@@ -31,6 +32,13 @@ def safe_join(root: str | Path, name: str, what: str = "path") -> Path:
 def repo_root() -> Path:
     """The source checkout holding this package (data/, benchmarks/ live there, not installed)."""
     return Path(__file__).resolve().parents[2]
+
+
+def data_dir() -> Path:
+    """The shared real-data folder (tests skip and benchmarks stop without it): GSRENDER_DATA,
+    else ../shared/data beside the checkout."""
+    env = os.environ.get("GSRENDER_DATA")
+    return Path(env) if env else repo_root().parent / "shared" / "data"
 
 
 def sample_dir() -> Path:
