@@ -244,7 +244,7 @@ def downscale(scene: Path, factors: tuple[int, ...], quiet: bool) -> None:
 
 
 def model_stats(rec) -> dict:
-    return {"registered": rec.num_reg_images(), "points3D": rec.num_points3D(),
+    return {"points3D": rec.num_points3D(),
             "mean_reprojection_error_px": float(rec.compute_mean_reprojection_error()),
             "mean_track_length": float(rec.compute_mean_track_length()),
             "cameras": {int(k): {"model": c.model.name, "width": c.width, "height": c.height,

@@ -91,6 +91,9 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--height", type=int, default=96, help="synthetic image height")
     p.add_argument("--out", default="out/train", help="output folder (default out/train)")
     p.add_argument("--eval-every", type=int, default=250, help="training + held-out PSNR every N views (0: end only)")
+    p.add_argument("--eval-train-views", type=int, default=0,
+                   help="the periodic training-view PSNR over at most N views spread over the "
+                        "training set (0: all; the final evaluation always takes all)")
     p.add_argument("--snapshot-every", type=int, default=500, help="PNG of a held-out view every N views")
     p.add_argument("--plot", action="store_true", help="write psnr.png (PSNR vs steps)")
     p.add_argument("--resume", metavar="OUT", default=None,
@@ -210,6 +213,9 @@ def train(args, data: Dataset, out: Path, on_step=None, resume: dict | None = No
         history, ema, wall0, cpu0, n_init = (run["history"], run["ema"], run["wall_seconds"],
                                              run["cpu_seconds"], run["gaussians_initial"])
     eval_every, snapshot_every = trainer.sched.count(args.eval_every), trainer.sched.count(args.snapshot_every)
+    n_train = len(data.train)
+    stride = -(-n_train // args.eval_train_views) if args.eval_train_views else 1
+    train_probe = data.train[::stride]
     ckpt_every = trainer.sched.count(args.checkpoint_every)
     t_start, cpu_start = time.perf_counter(), time.process_time()
 
@@ -227,7 +233,7 @@ def train(args, data: Dataset, out: Path, on_step=None, resume: dict | None = No
         if s % 10 == 0:
             history["train"].append((s, ema))
         if eval_every and s % eval_every == 0:
-            history["train_eval"].append((s, trainer.evaluate(data.train)["psnr"], trainer.train_seconds))
+            history["train_eval"].append((s, trainer.evaluate(train_probe)["psnr"], trainer.train_seconds))
             if data.test:
                 history["test"].append((s, trainer.evaluate(data.test)["psnr"]))
         if data.test and snapshot_every and s % snapshot_every == 0:
