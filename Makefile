@@ -1,7 +1,8 @@
 # Quick start: `make demo` (set up + render the bundled sample scene), `make test` (set up + tests).
 # Each target installs what is missing, from the one dependency list in pyproject.toml: `demo`
-# the project's dependencies and the `view` extra, `test` also the dev, loc and compat extras. CUDA
-# kernels build when a GPU is visible or FORCE_CUDA=1 (CI); GSRENDER_NO_CUDA=1 makes a CPU-only build.
+# the project's dependencies and the `view` extra, `test` also the dev, loc, sfm and compat extras.
+# CUDA kernels build when a GPU is visible or FORCE_CUDA=1 (CI); GSRENDER_NO_CUDA=1 makes a
+# CPU-only build.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -20,7 +21,7 @@ export MAX_JOBS ?= $(shell nproc)
 # local build, every copy in CI (whose binaries must run on any x86-64).
 export GSRENDER_CPU_ISA_BUILD ?= $(if $(CI),all,native)
 
-.PHONY: setup setup-test build build-profile demo test bench browser lint clean
+.PHONY: setup setup-test build build-profile demo test bench bench-real browser lint clean
 
 # The build tools and torch (pinned: the project's dependency says only "torch").
 $(VENV)/.tools:
@@ -42,14 +43,21 @@ $(VENV)/.deps: pyproject.toml $(VENV)/.tools
 	touch $@
 
 # The extras the tests use: dev (pytest, hypothesis, ruff), loc (PoseLib, SplitGS-Loc's default
-# PnP + RANSAC) and compat (gsplat, for its pure-PyTorch reference functions: installed without
-# its dependencies, jaxtyping & co., which those functions do not need, and without building its
-# CUDA kernels, which would only be JIT-built on first CUDA use).
+# PnP + RANSAC), sfm (pycolmap: `gsrender prepare`'s SfM) and compat (gsplat, for its pure-PyTorch
+# reference functions: installed without its dependencies, jaxtyping & co., which those functions
+# do not need, and without building its CUDA kernels, which would only be JIT-built on first CUDA
+# use).
 $(VENV)/.deps-test: pyproject.toml $(VENV)/.deps
-	$(PY) tools/pyproject_deps.py dev loc >$(VENV)/requirements-test.txt
+	$(PY) tools/pyproject_deps.py dev loc sfm >$(VENV)/requirements-test.txt
 	$(PIP) -r $(VENV)/requirements-test.txt
 	$(PY) tools/pyproject_deps.py compat >$(VENV)/requirements-compat.txt
 	BUILD_NO_CUDA=1 $(PIP) --no-deps -r $(VENV)/requirements-compat.txt
+	touch $@
+
+# The sfm extra alone (pycolmap: `gsrender prepare`), for bench-real without the test extras.
+$(VENV)/.deps-sfm: pyproject.toml $(VENV)/.deps
+	$(PY) tools/pyproject_deps.py sfm >$(VENV)/requirements-sfm.txt
+	$(PIP) -r $(VENV)/requirements-sfm.txt
 	touch $@
 
 setup: $(VENV)/.deps
@@ -97,6 +105,16 @@ test: build setup-test browser
 # benchmarks/results/bench_run.json (docs/benchmarks.md).
 bench: build
 	$(PY) benchmarks/report.py
+
+# A real scene end to end (scripts/bench_real.sh, docs/benchmarks.md): `gsrender prepare` on the
+# photos in SCENE, `gsrender train --preset 3dgs`, benchmarks/mipnerf360.py on its held-out photos,
+# all under BENCH_REAL_OUT. STEPS=N sets the training steps, QUICK=1 a 300-step smoke run.
+DATA_ROOT ?= $(or $(GSRENDER_DATA),../shared/data)
+SCENE ?= $(DATA_ROOT)/bonsai/images
+BENCH_REAL_OUT ?= out/bench_real
+bench-real: build $(VENV)/.deps-sfm
+	PYTHON=$(PY) scripts/bench_real.sh $(SCENE) $(BENCH_REAL_OUT) $(if $(STEPS),--steps $(STEPS)) \
+	  $(if $(filter 1,$(QUICK)),--quick)
 
 lint: setup-test
 	$(VENV)/bin/ruff check gsrender tests benchmarks scripts examples tools

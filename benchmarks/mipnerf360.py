@@ -1,13 +1,20 @@
 """Mip-NeRF 360 evaluation runner: PSNR / SSIM / LPIPS / FPS / #Gaussians of trained 3DGS scenes.
 
-    python benchmarks/mipnerf360.py --data ROOT --models DIR [--out DIR] [--white-bg] [--quick]
+    python benchmarks/mipnerf360.py --data ROOT --models DIR [--scenes a,b] [--images NAME] [--out DIR]
     python benchmarks/mipnerf360.py --synthetic [--quick | --smoke] [--out DIR]
 
-Real data: ROOT/<scene>/{sparse/0, images_2, images_4} (the Mip-NeRF 360 release) and the trained
-models DIR/<scene>/point_cloud/iteration_30000/point_cloud.ply (else the latest iteration). Every
-scene of bicycle, flowers, garden, stump, treehill (outdoor, images_4) and room, counter, kitchen,
-bonsai (indoor, images_2) that is present is evaluated on its test views: every 8th image sorted
-by name, as 3DGS's --eval does, with the intrinsics scaled to the downsampled images.
+Real data: ROOT/<scene>/{sparse/0, images_2, images_4} (the Mip-NeRF 360 release, or a scene made
+by `gsrender prepare`) and the trained models DIR/<scene>/point_cloud/iteration_30000/point_cloud.ply
+(3DGS's layout; else the latest iteration, else `gsrender train`'s DIR/<scene>/point_cloud.ply).
+Every scene of bicycle, flowers, garden, stump, treehill (outdoor, images_4) and room, counter,
+kitchen, bonsai (indoor, images_2) that is present (or any scene --scenes names) is evaluated on its
+test views: every 8th image sorted by name, as 3DGS's --eval does, with the intrinsics scaled to the
+image size used. A scene made by `gsrender prepare` (ROOT/<scene>/prepare.json) is evaluated as the
+papers do: the test views are the registered photos whose index among all the photos of its
+manifest is a multiple of 8 (gsrender.io.mipnerf360.held_out, the trainer's rule too), and its
+images default to `images` (the prepared full size; --images overrides for every scene). Renders
+are quantised to 8 bits before PSNR / SSIM, as 3DGS's metrics.py compares saved PNGs; a strip of a
+few held-out renders above their photos is written to --out as <scene>_strip.png.
 
 Synthetic (--synthetic, or no --data): the Mip-NeRF 360-like presets of gsrender.synthetic, scaled
 down; the ground truth is the exact scalar kernel in float64 and the evaluated render is the
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -46,6 +54,7 @@ INDOOR = ("room", "counter", "kitchen", "bonsai")
 IMAGES = {"outdoor": "images_4", "indoor": "images_2"}  # the 3DGS paper's evaluation resolutions
 ITERATION = 30000
 METRICS = ("psnr", "ssim", "lpips", "fps")
+STRIP_VIEWS = 4  # held-out views in each real scene's <scene>_strip.png
 
 CONFIGS = {
     # synthetic: Gaussians per preset, image downscale, test views; warmup: untimed renders
@@ -56,7 +65,9 @@ CONFIGS = {
 
 
 def kind_of(scene: str) -> str:
-    return "outdoor" if scene in OUTDOOR else "indoor"
+    """outdoor / indoor for the release's scenes, "other" for a capture of one's own (only in the
+    "all" mean)."""
+    return "outdoor" if scene in OUTDOOR else "indoor" if scene in INDOOR else "other"
 
 
 @dataclass
@@ -71,6 +82,9 @@ class SceneData:
     gts: list[torch.Tensor]
     images: str  # the image folder (real) or a description (synthetic)
     ply: str | None = None
+    quantize: bool = False  # renders rounded to 8 bits before the metrics (real photos are 8-bit)
+    protocol: str = "synthetic"  # "release" (every 8th camera) or "prepare.json" (every 8th photo)
+    photos: dict | None = None  # a prepared scene's counts: {"photos", "registered"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,25 +109,47 @@ def read_image(path: Path, bg_color: torch.Tensor) -> torch.Tensor:
     return img
 
 
+def default_images(name: str, prepared: bool) -> str:
+    """The image folder a scene is evaluated on: the release's images_4 (outdoor) / images_2
+    (indoor) downscales, or `images` for a scene made by `gsrender prepare` (its photos are
+    already small: the shared bonsai photos, 800x533, are about half the release's images_2)."""
+    return "images" if prepared or kind_of(name) == "other" else IMAGES[kind_of(name)]
+
+
 def real_scenes(data: Path, models: Path, names: list[str], bg_color: torch.Tensor,
-                max_views: int | None) -> list[SceneData]:
+                max_views: int | None, images: str | None = None) -> list[SceneData]:
+    from gsrender.io import load_ply
     from gsrender.io.mipnerf360 import load_mipnerf360_scene
+    from gsrender.sfm.prepare import read_manifest
 
     out = []
     for name in names:
         if not (data / name / "sparse" / "0").is_dir():
             continue  # scene not downloaded: skipped, as the task says "those present"
         kind = kind_of(name)
-        d = load_mipnerf360_scene(data / name, IMAGES[kind], split="test", model_root=models / name,
+        prepared = read_manifest(data / name) is not None
+        folder = images or default_images(name, prepared)
+        if not (data / name / folder).is_dir():
+            raise ValueError(f"{name}: no image folder {data / name / folder}")
+        d = load_mipnerf360_scene(data / name, folder, split="test", model_root=models / name,
                                   iteration=ITERATION)
-        if d["model"] is None:
-            print(f"[mipnerf360] {name}: no point_cloud/iteration_*/point_cloud.ply under {models / name}; "
-                  "skipped", file=sys.stderr)
+        model = d["model"]
+        if model is None and (models / name / "point_cloud.ply").is_file():  # `gsrender train --out`
+            model = load_ply(models / name / "point_cloud.ply")
+        if model is None:
+            print(f"[mipnerf360] {name}: no point_cloud/iteration_*/point_cloud.ply or point_cloud.ply "
+                  f"under {models / name}; skipped", file=sys.stderr)
             continue
+        if not d["cameras"]:
+            raise ValueError(f"{name}: no test view (every 8th photo) among the registered ones")
         cams = d["cameras"][:max_views] if max_views else d["cameras"]
         gts = [read_image(c.image_path, bg_color) for c in cams]
-        ply = str(d["model"].meta.get("source", "")) or None
-        out.append(SceneData(name, kind, "mipnerf360", d["model"], cams, gts, IMAGES[kind], ply))
+        ply = str(model.meta.get("source", "")) or None
+        m = d["manifest"]
+        out.append(SceneData(name, kind, "mipnerf360", model, cams, gts, folder, ply, quantize=True,
+                             protocol="prepare.json" if m else "release",
+                             photos={"photos": len(m["photos"]), "registered": len(m["registered"])}
+                             if m else None))
     return out
 
 
@@ -152,6 +188,12 @@ def render(model: gsrender.GaussianModel, cams: list[Camera], bg_color: torch.Te
     return out.colors.clamp(0.0, 1.0)
 
 
+def quantize8(img: torch.Tensor) -> torch.Tensor:
+    """A [0,1] image as an 8-bit file holds it (round(255·x) / 255): 3DGS's metrics.py compares
+    the renders it saved as PNG with the 8-bit photos."""
+    return (img.clamp(0.0, 1.0) * 255.0).round() / 255.0
+
+
 def lpips_fn(device: torch.device):
     """LPIPS-VGG as f(img, gt) on [H,W,3] images, or None when the package or any weight file is
     not already on disk (lpips would otherwise download torchvision's VGG16)."""
@@ -175,17 +217,25 @@ def lpips_fn(device: torch.device):
     return f
 
 
+def strip_picks(n: int, k: int = STRIP_VIEWS) -> list[int]:
+    """k view indices spread evenly over n (all of them when n <= k)."""
+    return list(range(n)) if n <= k else sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
+
+
 def evaluate(sd: SceneData, bg_color: torch.Tensor, device: torch.device, warmup: int, lp,
-             progress: bool = True) -> dict:
-    """Metrics per test view and their means; FPS from the timed renders alone."""
+             progress: bool = True, strip: list | None = None) -> dict:
+    """Metrics per test view and their means; FPS from the timed renders alone (at the test
+    views' size). strip: a list that receives (render, photo) [H,W,3] pairs of a few views."""
     from tqdm import tqdm
 
     model = sd.model.to(device)
     bg = bg_color.to(device)
     for _ in range(warmup):
         render(model, sd.cameras[:1], bg)
+    picks = set(strip_picks(len(sd.cameras))) if strip is not None else set()
     views, total_ms = [], 0.0
-    for cam, gt in tqdm(list(zip(sd.cameras, sd.gts)), desc=sd.name, unit="view", disable=not progress):
+    for i, (cam, gt) in enumerate(tqdm(list(zip(sd.cameras, sd.gts)), desc=sd.name, unit="view",
+                                       disable=not progress)):
         if (gt.shape[1], gt.shape[0]) != (cam.width, cam.height):
             raise ValueError(f"{sd.name}/{cam.name}: image is {gt.shape[1]}x{gt.shape[0]}, camera "
                              f"{cam.width}x{cam.height}")
@@ -193,14 +243,28 @@ def evaluate(sd: SceneData, bg_color: torch.Tensor, device: torch.device, warmup
             img = render(model, [cam], bg)[0]  # [H, W, 3]
         total_ms += t.ms
         img, gt = img.float().cpu(), gt.float()
+        if sd.quantize:
+            img = quantize8(img)
+        if i in picks:
+            strip.append((img, gt))
         views.append({"name": cam.name, "psnr": psnr(img, gt), "ssim": float(ssim(img, gt)),
                       "lpips": lp(img, gt) if lp is not None else None, "ms": t.ms})
     mean = lambda k: None if any(v[k] is None for v in views) else float(np.mean([v[k] for v in views]))
     return {"scene": sd.name, "kind": sd.kind, "source": sd.source, "images": sd.images, "ply": sd.ply,
+            "protocol": sd.protocol, "photos": sd.photos, "quantized_8bit": sd.quantize,
             "n_views": len(views), "n_gaussians": sd.model.num_gaussians, "sh_degree": sd.model.sh_degree,
             "width": sd.cameras[0].width, "height": sd.cameras[0].height,
             "psnr": mean("psnr"), "ssim": mean("ssim"), "lpips": mean("lpips"),
             "fps": len(views) / (total_ms / 1e3) if total_ms > 0 else None, "views": views}
+
+
+def save_strip(path: Path, pairs: list) -> Path:
+    """One PNG: the held-out renders in the top row, their photos below (8-bit, side by side)."""
+    from gsrender import viz
+
+    top = np.concatenate([viz.to_uint8(r) for r, _ in pairs], axis=1)
+    bottom = np.concatenate([viz.to_uint8(g) for _, g in pairs], axis=1)
+    return viz.save_image(path, np.concatenate([top, bottom], axis=0))
 
 
 def group_means(rows: list[dict]) -> dict:
@@ -249,6 +313,17 @@ def markdown(result: dict) -> str:
     if result["source"] == "synthetic":
         lines += ["", ("Synthetic rows: procedural Mip-NeRF 360-like presets (gsrender.synthetic), ground truth "
                        "= the float64 scalar kernel; not comparable with published numbers.")]
+    for r in result["scenes"]:
+        if r["source"] == "synthetic":
+            continue
+        split = (f"every 8th of the {r['photos']['photos']} photos of prepare.json "
+                 f"({r['photos']['registered']} registered)" if r["protocol"] == "prepare.json"
+                 else "every 8th registered camera")
+        lines += ["", f"## {r['scene']}: {r['n_views']} test views ({split}), {r['images']} "
+                      f"{r['width']}x{r['height']}, renders quantised to 8 bits"
+                      + (f"; strip: {r['strip']}" if r.get("strip") else ""),
+                  "", "| view | PSNR ↑ | SSIM ↑ |", "|---|---|---|"]
+        lines += [f"| {v['name']} | {_f(v['psnr'], '.2f')} | {_f(v['ssim'], '.4f')} |" for v in r["views"]]
     return "\n".join(lines) + "\n"
 
 
@@ -265,7 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
     speed = p.add_mutually_exclusive_group()
     speed.add_argument("--quick", action="store_true", help="few views / small presets (<= 2 minutes on 2 cores)")
     speed.add_argument("--smoke", action="store_true", help="tiny synthetic presets, 1 view (seconds)")
-    p.add_argument("--scenes", default=",".join(OUTDOOR + INDOOR), help="comma list of scenes")
+    p.add_argument("--scenes", default=",".join(OUTDOOR + INDOOR),
+                   help="comma list of scenes (real data: also any folder name under --data)")
+    p.add_argument("--images", default=None, metavar="NAME",
+                   help="image folder of every real scene (default: images_4 outdoor / images_2 indoor "
+                        "for the release, images for a scene made by `gsrender prepare`)")
     p.add_argument("--white-bg", action="store_true", help="white background (default black)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--warmup", type=int, default=None, help="untimed renders before each scene")
@@ -282,30 +361,40 @@ def run(args) -> dict:
     if args.max_views is not None:
         cfg["max_views"] = args.max_views
     names = [s.strip() for s in args.scenes.split(",") if s.strip()]
+    synthetic = args.synthetic or args.data is None
     unknown = sorted(set(names) - set(OUTDOOR + INDOOR))
-    if unknown:
+    if unknown and synthetic:
         raise ValueError(f"--scenes: unknown scene(s) {unknown}; expected names from {OUTDOOR + INDOOR}")
+    if not names or any("/" in n or n in (".", "..") for n in names):
+        raise ValueError(f"--scenes: expected a comma list of scene folder names, got {args.scenes!r}")
+    if args.images is not None and not re.fullmatch(r"images(_\d+)?", args.images):
+        raise ValueError(f"--images: expected 'images' or 'images_N', got {args.images!r}")
     if cfg["warmup"] < 0 or (cfg["max_views"] is not None and cfg["max_views"] < 1):
         raise ValueError("--warmup must be >= 0 and --max-views >= 1")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     bg_color = torch.ones(3) if args.white_bg else torch.zeros(3)
-    synthetic = args.synthetic or args.data is None
     t0 = time.perf_counter()
     if synthetic:
         scenes = synthetic_scenes(names, cfg, bg_color)
     else:
         if not args.data.is_dir():
             raise ValueError(f"--data: no such folder {str(args.data)!r}")
-        scenes = real_scenes(args.data, args.models or args.data, names, bg_color, cfg["max_views"])
+        scenes = real_scenes(args.data, args.models or args.data, names, bg_color, cfg["max_views"],
+                             args.images)
         if not scenes:
             raise ValueError(f"--data: none of {names} found with a trained model under "
                              f"{args.models or args.data}")
     lp = lpips_fn(device)
-    rows = [evaluate(sd, bg_color, device, cfg["warmup"], lp, not args.no_progress) for sd in scenes]
+    rows = []
+    for sd in scenes:
+        pairs = [] if sd.source != "synthetic" else None
+        rows.append(evaluate(sd, bg_color, device, cfg["warmup"], lp, not args.no_progress, pairs))
+        if pairs:
+            rows[-1]["strip"] = str(save_strip(args.out / f"{sd.name}_strip.png", pairs))
     return {"source": "synthetic" if synthetic else "mipnerf360", "scenes": rows, "means": group_means(rows),
             "settings": {"background": "white" if args.white_bg else "black", "warmup": cfg["warmup"],
                          "max_views": cfg["max_views"], "llff_hold": 8, "iteration": ITERATION,
-                         "images": IMAGES, "lpips": "vgg" if lp is not None else "n/a",
+                         "images": args.images or IMAGES, "lpips": "vgg" if lp is not None else "n/a",
                          "config": "smoke" if args.smoke else "quick" if args.quick else "full",
                          "data": None if synthetic else str(args.data)},
             "env": env_block(device), "total_s": time.perf_counter() - t0}

@@ -131,3 +131,84 @@ def test_synthetic_smoke(tmp_path):
 def test_bad_arguments(tmp_path):
     assert runner.main(["--data", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
     assert runner.main(["--synthetic", "--scenes", "nope", "--out", str(tmp_path / "o")]) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# a scene made by `gsrender prepare`: prepare.json lists every photo, SfM registered all but one
+
+
+PHOTOS = [f"P{i:02d}.png" for i in range(18)]
+UNREGISTERED = "P03.png"  # listed in the manifest, absent from sparse/0 and images/
+
+
+def _prepared(tmp_path: Path) -> tuple[Path, Path, torch.Tensor]:
+    """data/bonsai in `gsrender prepare`'s layout (images, images_2, sparse/0, prepare.json) and
+    the model in `gsrender train`'s layout (models/bonsai/point_cloud.ply)."""
+    W, H = 120, 88
+    data, models = tmp_path / "data", tmp_path / "models"
+    model = S.make_scene(600, n_objects=3, seed=5, sh_degree=1)
+    (models / "bonsai").mkdir(parents=True)
+    save_ply(models / "bonsai" / "point_cloud.ply", model)
+    model = load_ply(models / "bonsai" / "point_cloud.ply")
+    vms, Ks = S.orbit_cameras(len(PHOTOS), 4.0, 1.5, width=W, height_px=H)
+    cams = [Camera(n, W, H, Ks[i], vms[i]) for i, n in enumerate(PHOTOS) if n != UNREGISTERED]
+    scene = data / "bonsai"
+    for folder, fac in (("images", 1), ("images_2", 2)):
+        for c in cams:
+            viz.save_image(scene / folder / c.name, _render(model, c, W // fac, H // fac))
+    write_colmap_text(scene / "sparse" / "0", cams)
+    registered = [c.name for c in cams]
+    (scene / "prepare.json").write_text(json.dumps({
+        "photos": PHOTOS, "registered": registered, "not_registered": [UNREGISTERED]}))
+    return data, models, model
+
+
+def test_prepared_scene_holds_out_every_8th_photo_of_the_manifest(tmp_path):
+    data, models, _ = _prepared(tmp_path)
+    out = tmp_path / "out"
+    assert runner.main(["--data", str(data), "--models", str(models), "--scenes", "bonsai", "--out", str(out),
+                        "--warmup", "0", "--no-progress", "--device", "cpu"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    (r,) = res["scenes"]
+    # indices 0, 8, 16 among all 18 photos; counting only the registered ones would give
+    # P00, P09, P17
+    assert [v["name"] for v in r["views"]] == ["P00.png", "P08.png", "P16.png"]
+    assert r["protocol"] == "prepare.json" and r["photos"] == {"photos": 18, "registered": 17}
+    # a prepared scene is evaluated on its full-size images, not the release's images_2 for bonsai
+    assert r["images"] == "images" and (r["width"], r["height"]) == (120, 88)
+    # renders rounded to 8 bits as the PNG photos were: (nearly) identical, far above the ~59 dB
+    # that float renders against 8-bit photos give
+    assert r["quantized_8bit"] and all(v["psnr"] > 65.0 for v in r["views"]), r["views"]
+    assert r["ply"].endswith("bonsai/point_cloud.ply") and r["fps"] > 0
+    strip = iio.imread(r["strip"])
+    assert Path(r["strip"]) == out / "bonsai_strip.png" and strip.shape[:2] == (2 * 88, 3 * 120)
+    md = (out / "results.md").read_text()
+    assert "| P08.png |" in md and "of the 18 photos of prepare.json" in md
+
+    # the trainer's split is the same rule (gsrender.io.mipnerf360.held_out)
+    from gsrender.train.data import load_colmap_dataset
+
+    ds = load_colmap_dataset(data / "bonsai")
+    assert [v.name for v in ds.test] == ["P00.png", "P08.png", "P16.png"] and len(ds.train) == 14
+
+    # --images picks the folder; the intrinsics follow its size
+    out2 = tmp_path / "out2"
+    assert runner.main(["--data", str(data), "--models", str(models), "--scenes", "bonsai", "--images",
+                        "images_2", "--out", str(out2), "--warmup", "0", "--no-progress", "--device", "cpu"]) == 0
+    (r2,) = json.loads((out2 / "results.json").read_text())["scenes"]
+    assert r2["images"] == "images_2" and (r2["width"], r2["height"]) == (60, 44)
+    assert all(v["psnr"] > 50.0 for v in r2["views"])
+    assert runner.main(["--data", str(data), "--models", str(models), "--scenes", "bonsai", "--images",
+                        "images_8", "--out", str(out2), "--no-progress"]) == 2  # absent folder
+
+
+def test_held_out_rule():
+    from gsrender.io.mipnerf360 import held_out
+
+    names = [f"{i:02d}" for i in range(17)]
+    assert [i for i, t in enumerate(held_out(names)) if t] == [0, 8, 16]
+    assert held_out(["a"]) == [False]
+    photos = sorted(names + ["00b", "07b"])  # two photos SfM did not register
+    assert [n for n, t in zip(names, held_out(names, 8, photos)) if t] == ["00", "07", "14"]
+    with pytest.raises(ValueError, match="does not list"):
+        held_out(["zz"], 8, photos)

@@ -81,6 +81,17 @@ def check_images(images_dir: Path, names: list[str]) -> tuple[int, int]:
     return size[1], size[0]
 
 
+def check_out(images_dir: Path, scene: Path, cfg: PrepareConfig) -> None:
+    """The photos must not lie in a folder `prepare` replaces (SCENE_DIR/images, images_F,
+    sparse, sfm_model): `gsrender prepare myscene/images --out myscene` would delete them."""
+    src = images_dir.resolve()
+    for name in ("images", *(f"images_{f}" for f in cfg.downscales), "sparse", "sfm_model"):
+        dst = (scene / name).resolve()
+        if src == dst or dst in src.parents:
+            raise PrepareError(f"--out: {scene} would replace {dst}, where the photos are; "
+                               f"write the scene to another folder")
+
+
 def orbit_pairs(n: int, overlap: int, keyframe_every: int) -> list[tuple[int, int]]:
     """Index pairs (i < j) to match: sequential with quadratic offsets, wrapped, plus keyframes
     exhaustively."""
@@ -174,6 +185,27 @@ def reconstruct(db: Path, images_dir: Path, work: Path, n_images: int, cfg: Prep
     return max(models.values(), key=lambda r: r.num_reg_images())
 
 
+def read_model(model_dir: Path, names: list[str]):
+    """A COLMAP model (text or binary) made earlier from these photos (`--from-model`)."""
+    import pycolmap
+
+    if not all(any((model_dir / f"{stem}{ext}").is_file() for ext in (".txt", ".bin"))
+               for stem in ("cameras", "images", "points3D")):
+        raise PrepareError(f"--from-model: {model_dir} holds no COLMAP model (cameras, images, "
+                           f"points3D .txt or .bin)")
+    try:
+        rec = pycolmap.Reconstruction(str(model_dir))
+    except (RuntimeError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PrepareError(f"--from-model: {model_dir} cannot be read ({first})") from None
+    known = set(names)
+    alien = sorted(rec.image(i).name for i in rec.reg_image_ids() if rec.image(i).name not in known)
+    if alien:
+        raise PrepareError(f"--from-model: {model_dir} registers {len(alien)} images that are not "
+                           f"among the photos, e.g. {', '.join(alien[:3])}")
+    return rec
+
+
 def check_registered(rec, names: list[str], cfg: PrepareConfig) -> list[str]:
     """The names SfM registered; raises when they are fewer than cfg.min_registered."""
     reg = sorted(rec.image(i).name for i in rec.reg_image_ids())
@@ -244,9 +276,13 @@ def downscale(scene: Path, factors: tuple[int, ...], quiet: bool) -> None:
 
 
 def model_stats(rec) -> dict:
-    return {"points3D": rec.num_points3D(),
+    """The model's counts, errors and cameras (the manifest's keys beside the photo lists). A model
+    without observations (sfm_model, `--from-model`) keeps its points' stored errors but has no
+    tracks: its mean track length is None."""
+    tracks = rec.compute_num_observations() > 0
+    return {"n_registered": rec.num_reg_images(), "points3D": rec.num_points3D(),
             "mean_reprojection_error_px": float(rec.compute_mean_reprojection_error()),
-            "mean_track_length": float(rec.compute_mean_track_length()),
+            "mean_track_length": float(rec.compute_mean_track_length()) if tracks else None,
             "cameras": {int(k): {"model": c.model.name, "width": c.width, "height": c.height,
                                  "params": [float(v) for v in c.params]}
                         for k, c in rec.cameras.items()}}
@@ -260,6 +296,7 @@ def prepare(images_dir: str | Path, scene: str | Path, cfg: PrepareConfig | None
     cfg = cfg or PrepareConfig()
     images_dir, scene = Path(images_dir), Path(scene)
     names = list_images(images_dir)
+    check_out(images_dir, scene, cfg)
     width, height = check_images(images_dir, names)
     scene.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
@@ -267,7 +304,7 @@ def prepare(images_dir: str | Path, scene: str | Path, cfg: PrepareConfig | None
         work = Path(tmp)
         t = time.perf_counter()
         if from_model is not None:
-            rec = pycolmap.Reconstruction(str(Path(from_model)))
+            rec = read_model(Path(from_model), names)
             model_dir = Path(from_model)
             n_pairs = None
         else:
@@ -336,6 +373,8 @@ def build_parser(prog: str = "gsrender prepare") -> argparse.ArgumentParser:
                    help=f"fail below this share of photos registered ({d.min_registered})")
     p.add_argument("--threads", type=int, default=d.threads)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--verbose", action="store_true",
+                   help="COLMAP's own log (INFO) on stderr; default: its warnings and errors only")
     return p
 
 
@@ -345,11 +384,13 @@ def main(argv: list[str] | None = None, prog: str = "gsrender prepare") -> int:
                         overlap=args.overlap, keyframe_every=args.keyframe_every,
                         min_registered=args.min_registered, threads=args.threads)
     try:
-        import pycolmap  # noqa: F401
+        import pycolmap
     except ImportError:
         print(f"{prog}: error: needs pycolmap (pip install pycolmap, or the project's `sfm` extra)",
               file=sys.stderr)
         return 1
+    if not args.verbose:  # COLMAP logs every image and bundle adjustment at INFO
+        pycolmap.logging.minloglevel = int(pycolmap.logging.Level.WARNING)
     try:
         m = prepare(args.images, args.out, cfg, from_model=args.from_model, quiet=args.no_progress)
     except PrepareError as e:

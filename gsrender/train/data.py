@@ -11,6 +11,7 @@ import torch
 
 from gsrender.io.cameras import Camera, lens_arguments
 from gsrender.io.colmap import load_colmap_cameras, load_colmap_points
+from gsrender.io.mipnerf360 import held_out
 from gsrender.io.paths import safe_join
 from gsrender.scene import sh_to_rgb
 from gsrender.sfm.prepare import read_manifest
@@ -92,12 +93,8 @@ def split(views: list[View], every: int = 8, n_test: int | None = None,
     prepare`'s manifest), of which the views are the ones SfM registered: the hold-out then
     counts every `every`-th photo, registered or not, as the Mip-NeRF 360 protocol does, so an
     unregistered photo does not shift the split."""
-    if photos is not None and n_test is None:
-        index = {name: i for i, name in enumerate(photos)}
-        missing = [v.name for v in views if v.name not in index]
-        if missing:
-            raise ValueError(f"photos: the manifest does not list the views {missing[:5]}")
-        test = {i for i, v in enumerate(views) if index[v.name] % every == 0}
+    if photos is not None and n_test is None:  # the rule benchmarks/mipnerf360.py evaluates with
+        test = {i for i, t in enumerate(held_out([v.name for v in views], every, photos)) if t}
     else:
         test = set(holdout_indices(len(views), every, n_test))
     return ([v for i, v in enumerate(views) if i not in test],

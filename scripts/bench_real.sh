@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A real scene end to end: photos -> COLMAP scene -> trained 3DGS -> Mip-NeRF 360 evaluation.
+#
+#   scripts/bench_real.sh SCENE_PHOTOS_DIR OUT_DIR [--steps N] [--quick]
+#   make bench-real [SCENE=../shared/data/bonsai/images] [BENCH_REAL_OUT=out/bench_real] [STEPS=N] [QUICK=1]
+#
+# NAME is the photos folder's name, or its parent's when it is called `images`
+# (../shared/data/bonsai/images -> bonsai). Three steps, each skipped when its output is there
+# (delete it to redo):
+#   1. gsrender prepare PHOTOS --out OUT/NAME            (SfM with pycolmap; with --from-model
+#      data/scenes/NAME/sfm_model when the repository has that model: undistortion only)
+#   2. gsrender train --colmap OUT/NAME --preset 3dgs [--steps N] --out OUT/model/NAME
+#      --checkpoint-every 500                            (the held-out photos: every 8th of prepare.json)
+#   3. python benchmarks/mipnerf360.py --data OUT --models OUT/model --scenes NAME --out OUT/eval
+# --quick: 300 training steps (a smoke run). Without --steps the preset's own budget applies.
+set -euo pipefail
+
+usage() { sed -n '3,4p' "$0" | sed 's/^# *//' >&2; exit 2; }
+[ $# -ge 2 ] || usage
+PHOTOS=$(realpath -m "$1"); OUT=$(realpath -m "$2"); shift 2
+STEPS=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) [ $# -ge 2 ] || usage; STEPS=$2; shift 2 ;;
+    --quick) STEPS=${STEPS:-300}; shift ;;
+    -h|--help) usage ;;
+    *) echo "bench_real.sh: unknown option $1" >&2; usage ;;
+  esac
+done
+[ -d "$PHOTOS" ] || { echo "bench_real.sh: no photos folder $PHOTOS" >&2; exit 2; }
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+NAME=$(basename "$PHOTOS")
+[ "$NAME" = images ] && NAME=$(basename "$(dirname "$PHOTOS")")
+SCENE=$OUT/$NAME
+MODEL=$OUT/model/$NAME
+step() { echo; echo "== $* ($(date -u +%H:%M:%S) UTC)"; }
+
+step "1/3 prepare $PHOTOS -> $SCENE"
+if [ -f "$SCENE/prepare.json" ] && [ -d "$SCENE/sparse/0" ]; then
+  echo "$SCENE/prepare.json exists: kept"
+else
+  FROM=()
+  if [ -d "data/scenes/$NAME/sfm_model" ]; then FROM=(--from-model "data/scenes/$NAME/sfm_model"); fi
+  "$PY" -m gsrender prepare "$PHOTOS" --out "$SCENE" "${FROM[@]}"
+fi
+
+step "2/3 train $SCENE -> $MODEL"
+if [ -f "$MODEL/results.json" ]; then
+  echo "$MODEL/results.json exists: kept"
+else
+  "$PY" -m gsrender train --colmap "$SCENE" --preset 3dgs ${STEPS:+--steps "$STEPS"} --out "$MODEL" \
+    --checkpoint-every 500
+fi
+
+step "3/3 evaluate -> $OUT/eval"
+"$PY" benchmarks/mipnerf360.py --data "$OUT" --models "$OUT/model" --scenes "$NAME" --out "$OUT/eval"
