@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gsrender import distortion, ops, projection, reference
+from gsrender.io import atomic
 
 F64 = torch.float64
 # (θ from the axis in degrees, azimuth in degrees, distance, scales): large Gaussians, some near
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
     result, images = run(a.size, a.samples)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "camera_ut.json").write_text(json.dumps(result, indent=1) + "\n")
+    atomic.write_text(out / "camera_ut.json", json.dumps(result, indent=1) + "\n")
     figure(result, images, Path(a.figure) if a.figure else out / "camera_ut.png")
     for entry in result["lenses"]:
         print(entry["lens"], {m: v["l1_mean"] for m, v in entry["methods"].items()})

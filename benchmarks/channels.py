@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
 
 import gsrender
 from benchmarks.common import Timer, env_block, median
+from gsrender.io import atomic
 
 CHUNK = 32
 METHODS = ("matrix", "scalar", "chunked")
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
               "total_s": time.perf_counter() - t0}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "channels.json").write_text(json.dumps(result, indent=1))
+    atomic.write_text(out / "channels.json", json.dumps(result, indent=1))
     md = markdown(result)
     (out / "channels.md").write_text(md)
     plot(result, out / "channels.png")

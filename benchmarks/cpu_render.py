@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:
 # allocation defaults (gsrender/__init__.py) apply only so; environment() records them
 import gsrender  # noqa: F401, I001
 from gsrender.io.paths import data_dir
+from gsrender.io import atomic
 import torch
 
 from benchmarks.common import (PeakMemory, _loadavg, environment, mem_available_mb, random_box_scene,
@@ -381,7 +382,7 @@ def run_targets(config: str, runs: int, out_dir: Path | None) -> int:
     print(md)
     if out_dir:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "cpu_targets.json").write_text(json.dumps(
+        atomic.write_text(out_dir / "cpu_targets.json", json.dumps(
             {"env": env, "sgemm_gflops": gemm, "cases": rows, "big": big, "memory": mem, "targets": res}, indent=1))
         (out_dir / "cpu_targets.md").write_text(md)
         plot_vs_D(rows, out_dir / "cpu_targets_vs_D.png")
@@ -522,7 +523,7 @@ def main(argv=None) -> int:
     if args.worker:  # one scene group in a fresh process (its own peak memory)
         spec = json.loads(args.worker)
         rows = run_group(spec["scene"], spec["cfg"], Path(spec["cache"]))
-        Path(args.worker_out).write_text(json.dumps(rows))
+        atomic.write_text(Path(args.worker_out), json.dumps(rows))
         return 0
     config = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.targets:
@@ -569,7 +570,7 @@ def main(argv=None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "cpu_render.json").write_text(json.dumps({"env": env, "config": cfg, "sgemm_gflops": gemm,
+        atomic.write_text(out / "cpu_render.json", json.dumps({"env": env, "config": cfg, "sgemm_gflops": gemm,
                                                          "results": rows}, indent=1))
         (out / "cpu_render.md").write_text(markdown(rows, gemm, env))
         print(f"wrote {out / 'cpu_render.json'} and {out / 'cpu_render.md'}")

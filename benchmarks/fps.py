@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:
 
 import gsrender
 from benchmarks.common import Timer, env_block, median, p90, peak_memory, render_scene
+from gsrender.io import atomic
 
 STAGES = ("project", "sh", "bin", "raster_fwd", "raster_bwd")
 DEFAULT_PRESET = "counter"
@@ -481,7 +482,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "fps.json").write_text(json.dumps(result, indent=1))
+    atomic.write_text(out / "fps.json", json.dumps(result, indent=1))
     md = markdown(result)
     (out / "fps.md").write_text(md)
     pngs = plots(result["runs"], out)

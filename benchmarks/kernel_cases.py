@@ -25,6 +25,7 @@ if __package__ in (None, ""):  # run as a script: import gsrender from this chec
 import numpy as np
 
 from benchmarks.common import ROOT, env_block
+from gsrender.io import atomic
 from gsrender.testing.case import list_cases, read_case
 from gsrender.testing.check import _grad_verdict, _groups, _norm_err, compare_array, longest_list
 
@@ -110,7 +111,7 @@ def main(argv=None) -> int:
            "check_passed": check.returncode == 0, "check_summary": summary,
            "headroom": headroom(cases, results)}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "kernel_cases.json").write_text(json.dumps(res, indent=1))
+    atomic.write_text(out / "kernel_cases.json", json.dumps(res, indent=1))
     print(summary)
     return 0
 

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gsrender
+from gsrender.io import atomic
 from gsrender.io.paths import data_dir
 from gsrender.loc import room as RM
 from gsrender.loc.split import axis_footprints
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
               f"GT-texture spearman {o['gt']['spearman']:.3f}, median footprint "
               f"{o['own']['median_fp_px']:.1f} px", flush=True)
     if args.json:
-        args.json.write_text(json.dumps(out, indent=2))
+        atomic.write_text(args.json, json.dumps(out, indent=2))
     return 0
 
 

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from gsrender.io import atomic
 from gsrender.io.paths import data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,8 +86,8 @@ def localize_held_out(folder: Path, scene: Path, out: Path, scale: float = 1.0,
     train = [c for i, c in enumerate(cams) if i not in held]
     test = [cams[i] for i in held]
     extent = camera_extent([c.viewmat for c in train])
-    (out / "train.json").write_text(json.dumps(_camera_rows(train, True)))
-    (out / "queries.json").write_text(json.dumps(_camera_rows(test, False)))  # no poses
+    atomic.write_text(out / "train.json", json.dumps(_camera_rows(train, True)))
+    atomic.write_text(out / "queries.json", json.dumps(_camera_rows(test, False)))  # no poses
     res = {"scale": scale, "held_out": [c.name for c in test], "extent_units": extent,
            "image_size": [test[0].width, test[0].height]}
     for name in methods:
@@ -153,7 +154,7 @@ def main(argv=None) -> int:
     else:
         res = run_real(SNOW, args.steps, args.out, args.scale, args.threads, tuple(args.methods))
     if args.json and res is not None:
-        args.json.write_text(json.dumps(res, indent=1))
+        atomic.write_text(args.json, json.dumps(res, indent=1))
     return 0
 
 

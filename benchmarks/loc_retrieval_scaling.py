@@ -22,6 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gsrender.io import atomic
 from gsrender.loc import retrieval as RT
 from gsrender.loc.query import mutual_nn
 
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
               f"correct matches {rec_full:.2f} vs {rec_rt:.2f}", flush=True)
         del desc, pv
         if args.json:  # after every size, so an interrupted run keeps the sizes it finished
-            args.json.write_text(json.dumps(rows, indent=1))
+            atomic.write_text(args.json, json.dumps(rows, indent=1))
     if args.plot:
         plot(rows, args.top_k, args.per_view, args.plot)
     return 0

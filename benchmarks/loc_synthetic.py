@@ -28,6 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gsrender.io import atomic
 from gsrender.loc import baselines as BL
 from gsrender.loc import metrics as LM
 from gsrender.loc import pipeline as P
@@ -326,7 +327,7 @@ def main(argv=None) -> int:
         print(f"\nqueries {p}:\n" + table(summary, MAIN_SHARE, p))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"sizes": sz, "rooms": summary["rooms"], "shares": list(shares),
+        atomic.write_text(args.json, json.dumps({"sizes": sz, "rooms": summary["rooms"], "shares": list(shares),
                                          "summary": summary, "raw": raw}, indent=1))
     srt = tuple(sorted(shares))
     for key in ("recall_2cm2deg", "recall_5cm5deg", "median_t_cm", "err3d_cm"):

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import env_block, mean_ci95
 from gsrender.cameras import rig
+from gsrender.io import atomic
 from gsrender.loc import baselines as BL
 from gsrender.loc import metrics as LM
 from gsrender.loc import pipeline as P
@@ -353,7 +354,7 @@ def main(argv=None) -> int:
                "configs": {n: P.preset(n).__dict__ for n in PIPELINE_METHODS},
                "command": command, "env": env_block(), "wall_s": time.perf_counter() - t0,
                "scenes": scenes, "summary": summarize(scenes)}
-        (args.out / "loc_trained.json").write_text(json.dumps(res, indent=1))
+        atomic.write_text(args.out / "loc_trained.json", json.dumps(res, indent=1))
         (args.out / "loc_trained.md").write_text(markdown(res))
         return res
 

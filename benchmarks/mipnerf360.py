@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:
 
 import gsrender
 from benchmarks.common import Timer, env_block
+from gsrender.io import atomic
 from gsrender.io.cameras import Camera, stack_cameras
 from gsrender.metrics import psnr, ssim
 
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(result, indent=2))
+    atomic.write_text(args.out / "results.json", json.dumps(result, indent=2))
     md = markdown(result)
     (args.out / "results.md").write_text(md)
     print(md)

@@ -30,6 +30,7 @@ import torch
 from benchmarks.common import SNOWMIKU_SMALL, env_block, median
 from gsrender import metrics
 from gsrender.train.run import _config, build_parser, load_dataset, make_trainer
+from gsrender.io import atomic
 
 
 
@@ -123,7 +124,7 @@ def main(argv=None) -> int:
            "adam_speedup": side["adam_foreach_ms"] / side["adam_fused_ms"]}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "train_step.json").write_text(json.dumps(res, indent=1))
+    atomic.write_text(out / "train_step.json", json.dumps(res, indent=1))
     print(f"{tr.num_gaussians} Gaussians, {view.width}x{view.height}, threads "
           f"{torch.get_num_threads()}, load {res['env'].get('loadavg')}")
     print("step (ms, medians): " + ", ".join(f"{k} {v:.1f}" for k, v in step_ms.items())

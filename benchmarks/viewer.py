@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.common import env_block, median, p90
 from gsrender.cameras import scene_orbit
 from gsrender.cli.common import default_up, load_model, pick_device
+from gsrender.io import atomic
 from gsrender.viewer.camera import fit_size
 from gsrender.viewer.frames import FrameRenderer
 
@@ -78,7 +79,7 @@ def main(argv=None) -> int:
         server.stop()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "viewer.json").write_text(json.dumps(res, indent=1))
+    atomic.write_text(out / "viewer.json", json.dumps(res, indent=1))
     for k in ("full", "moving"):
         r = res[k]
         print(f"{k:>6} {r['width']}x{r['height']}: {r['frame_ms_median']:.0f} ms/frame median "

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import env_block, mean_ci95
 from benchmarks.voda_trained import PROTOCOL, Scene
+from gsrender.io import atomic
 from gsrender.synthetic import trained as T
 from gsrender.voda import metrics as M
 from gsrender.voda.baselines import make_baseline
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
            "env": env_block(), "rows": rows,
            "summary": {k: list(mean_ci95([r[k] for r in rows])) for k in KEYS}}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "voda_flips.json").write_text(json.dumps(res, indent=1, default=float))
+    atomic.write_text(args.out / "voda_flips.json", json.dumps(res, indent=1, default=float))
     (args.out / "voda_flips.md").write_text(markdown(res))
     print(markdown(res))
     return 0

@@ -32,6 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import env_block, mean_ci95
+from gsrender.io import atomic
 from gsrender.voda import removal3d as R
 from gsrender.voda.baselines import TRAINED, VotingBaseline, make_baseline
 from gsrender.voda.evaluate import KEYS, eval_views, evaluate
@@ -184,7 +185,7 @@ def run_plain(args, a: dict, cfg: VodaConfig) -> int:
               f"mIoU change {voda['miou'] - base['miou']:+.4f}, "
               f"time x{voda['iter_ms'] / max(base['iter_ms'], 1e-9):.2f}")
     if args.json:
-        args.json.write_text(json.dumps(overall, indent=2))
+        atomic.write_text(args.json, json.dumps(overall, indent=2))
     return 0
 
 
@@ -277,7 +278,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
             scene(sp, sd, p)
         row["hidden_share"] = hidden[(sp, sd, p)]
         results["main"].setdefault(st, {}).setdefault(sp, []).append(row)
-        partial.write_text(json.dumps(results, default=str))  # a killed run keeps its rows
+        atomic.write_text(partial, json.dumps(results, default=str))  # a killed run keeps its rows
     for name, v, p, c, sd in sweep_cells:
         keys = {m: ("isolated", sd, p, m, c.K_max if m.endswith("+voda") else cfg.K_max)
                 for m in sweep_methods}
@@ -290,7 +291,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
         row = {"value": v, "seed": sd, "hidden_share": hidden[("isolated", sd, p)],
                **{m: memo[k] for m, k in keys.items()}}
         results["sweeps"].setdefault(name, []).append(row)
-        partial.write_text(json.dumps(results, default=str))
+        atomic.write_text(partial, json.dumps(results, default=str))
     bar.close()
     results["seconds"] = time.perf_counter() - t0
     finish(results, args.json, args.images)
@@ -317,7 +318,7 @@ def finish(results: dict, json_path: Path, images: Path, main_stem: str | None =
         results["sweep_summary"][name] = [
             {"value": v, **summarise([r for r in rows if r["value"] == v], methods)}
             for v in values]
-    json_path.write_text(json.dumps(results, indent=1, default=str))
+    atomic.write_text(json_path, json.dumps(results, indent=1, default=str))
     print(f"wrote {json_path} ({results.get('seconds', float('nan')):.0f} s)")
     write_report(results, images, json_path.with_suffix(".md"), main_stem)
 

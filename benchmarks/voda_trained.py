@@ -36,6 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import env_block, mean_ci95
+from gsrender.io import atomic
 from gsrender.synthetic import trained as T
 from gsrender.voda.baselines import VotingBaseline, make_baseline
 from gsrender.voda.evaluate import EvalViews, evaluate
@@ -283,7 +284,7 @@ def main(argv=None) -> int:
             row["methods"][m] = sc.run(m, p, curve=(i == 0 and not args.no_curves))
             bar.update(1)
         rows.append(row)
-        (args.out / "results.partial.json").write_text(json.dumps({"rows": rows}, default=float))
+        atomic.write_text(args.out / "results.partial.json", json.dumps({"rows": rows}, default=float))
     bar.close()
     res = {"size": size, "splits": args.splits, "seeds": seeds, "protocol": p,
            "voda_config": asdict(cfg), "scene_size": asdict(T.SIZES[size]),
@@ -292,7 +293,7 @@ def main(argv=None) -> int:
            "summary": summarise(rows, methods),
            "by_split": {sp: summarise([r for r in rows if r["scene"]["split"] == sp], methods)
                         for sp in args.splits if any(r["scene"]["split"] == sp for r in rows)}}
-    (args.out / "results.json").write_text(json.dumps(res, indent=1, default=float))
+    atomic.write_text(args.out / "results.json", json.dumps(res, indent=1, default=float))
     (args.out / "results.md").write_text(markdown(res))
     plots(res, args.out)
     print(markdown(res))

@@ -9,20 +9,25 @@
 # (delete it to redo):
 #   1. gsrender prepare PHOTOS --out OUT/NAME            (SfM with pycolmap; with --from-model
 #      data/scenes/NAME/sfm_model when the repository has that model: undistortion only)
-#   2. gsrender train --colmap OUT/NAME --preset 3dgs [--steps N] --out OUT/model/NAME
-#      --checkpoint-every 500                            (the held-out photos: every 8th of prepare.json)
+#   2. gsrender train --colmap OUT/NAME --preset 3dgs --steps N --out OUT/model/NAME
+#      --checkpoint-every 500                            (the held-out photos: every 8th of prepare.json;
+#      a run stopped half-way goes on from its newest checkpoint: gsrender train --resume)
 #   3. python benchmarks/mipnerf360.py --data OUT --models OUT/model --scenes NAME --out OUT/eval
-# --quick: 300 training steps (a smoke run). Without --steps the preset's own budget applies.
+#   4. python benchmarks/real_scene.py: the record of the three, benchmarks/results/real_NAME.json
+#      (OUT/real_NAME.json for --quick)
+# --steps: 7000 by default (3DGS's 7k checkpoint of its 30000-step schedule; --steps 30000 after a
+# 7000-step run resumes it to the end). --quick: 300 training steps (a smoke run).
 set -euo pipefail
 
 usage() { sed -n '3,4p' "$0" | sed 's/^# *//' >&2; exit 2; }
 [ $# -ge 2 ] || usage
 PHOTOS=$(realpath -m "$1"); OUT=$(realpath -m "$2"); shift 2
-STEPS=""
+STEPS=7000
+QUICK=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) [ $# -ge 2 ] || usage; STEPS=$2; shift 2 ;;
-    --quick) STEPS=${STEPS:-300}; shift ;;
+    --quick) STEPS=300; QUICK=1; shift ;;
     -h|--help) usage ;;
     *) echo "bench_real.sh: unknown option $1" >&2; usage ;;
   esac
@@ -47,13 +52,21 @@ else
   "$PY" -m gsrender prepare "$PHOTOS" --out "$SCENE" "${FROM[@]}"
 fi
 
-step "2/3 train $SCENE -> $MODEL"
-if [ -f "$MODEL/results.json" ]; then
-  echo "$MODEL/results.json exists: kept"
+step "2/4 train $SCENE -> $MODEL"
+DONE=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$MODEL/results.json" 2>/dev/null || echo 0)
+if [ "$DONE" -ge "$STEPS" ]; then
+  echo "$MODEL/results.json has $DONE steps: kept"
+elif [ -d "$MODEL/checkpoints" ] && [ -n "$(ls "$MODEL/checkpoints")" ]; then
+  "$PY" -m gsrender train --resume "$MODEL" --steps "$STEPS"
 else
-  "$PY" -m gsrender train --colmap "$SCENE" --preset 3dgs ${STEPS:+--steps "$STEPS"} --out "$MODEL" \
-    --checkpoint-every 500
+  "$PY" -m gsrender train --colmap "$SCENE" --preset 3dgs --steps "$STEPS" --out "$MODEL" \
+    --checkpoint-every 500 --eval-every 1000 --eval-train-views 32 --snapshot-every 1000 --plot
 fi
 
-step "3/3 evaluate -> $OUT/eval"
+step "3/4 evaluate -> $OUT/eval"
 "$PY" benchmarks/mipnerf360.py --data "$OUT" --models "$OUT/model" --scenes "$NAME" --out "$OUT/eval"
+
+step "4/4 record"
+RECORD=benchmarks/results/real_$NAME.json
+[ "$QUICK" = 1 ] && RECORD=$OUT/real_$NAME.json
+"$PY" benchmarks/real_scene.py --name "$NAME" --scene "$SCENE" --model "$MODEL" --eval "$OUT/eval" --json "$RECORD"

@@ -14,7 +14,7 @@ from tqdm import tqdm
 from gsrender import viz
 from gsrender.cameras import load_cameras_json
 from gsrender.cli.common import CliError, add_render_options, load_model, pick_device, sync
-from gsrender.io import load_ply
+from gsrender.io import atomic, load_ply
 from gsrender.io.paths import repo_root, sample_dir
 from gsrender.render import packing_efficiency
 from gsrender.turntable import CREDIT, plant_path, render_turntable
@@ -114,7 +114,7 @@ def cmd_demo(args) -> int:
     summary = {"scene": str(ply), "n_gaussians": model.num_gaussians, "feature_dim": D,
                "device": device.type, "mode": args.mode, "precision": args.precision,
                "packing_efficiency": efficiency, "frames": per_frame}
-    (out_dir / "timings.json").write_text(json.dumps(summary, indent=1))
+    atomic.write_text(out_dir / "timings.json", json.dumps(summary, indent=1))
     print(f"wrote {len(cams)} views and overview.png to {out_dir}")
     _demo_plant(args, out_dir / "plant", device)
     return 0

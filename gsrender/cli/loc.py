@@ -11,6 +11,7 @@ import numpy as np
 
 from gsrender.cameras import load_cameras_json
 from gsrender.cli.common import CliError, load_model
+from gsrender.io import atomic
 
 METHODS = ("splitgs", "no_split", "no_select", "no_consistency", "plain")
 
@@ -156,5 +157,5 @@ def cmd_query(args) -> int:
         write_colmap_text(args.poses_out, posed)
         print(f"{len(posed)}/{len(recs)} localized -> {Path(args.poses_out) / 'images.txt'}")
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        atomic.write_text(Path(args.json), json.dumps(out, indent=1))
     return 0

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gsrender.io import atomic
 from gsrender.voda.baselines import TRAINED, VotingBaseline, make_baseline
 from gsrender.voda.loss import VodaConfig
 from gsrender.voda.removal3d import SPLITS
@@ -238,7 +239,7 @@ def cmd_voda(args) -> int:
         ev = eval_views(model, sc.n_objects, vm, K, W, H, sc.masks)
         report["metrics"] = evaluate(model, b, ev, objects=[args.object])
     out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(report, indent=2))
+    atomic.write_text(out / "metrics.json", json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     return 0
 

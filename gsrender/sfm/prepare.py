@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gsrender.io import atomic
+
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 # A scene with fewer photos cannot have a held-out view and two training views.
 MIN_IMAGES = 3
@@ -340,15 +342,8 @@ def prepare(images_dir: str | Path, scene: str | Path, cfg: PrepareConfig | None
         "from_model": None if from_model is None else str(from_model),
         "config": asdict(cfg), "seconds": times, "pycolmap": pycolmap.__version__, **stats,
     }
-    write_json_atomic(scene / MANIFEST, manifest)
+    atomic.write_json(scene / MANIFEST, manifest, indent=1)
     return manifest
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    """path written through a temporary file and a rename: a kill leaves the old file or the new."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    tmp.replace(path)
 
 
 def read_manifest(scene: str | Path) -> dict | None:

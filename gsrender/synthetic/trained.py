@@ -48,6 +48,7 @@ import torch
 
 from gsrender import synthetic as S
 from gsrender.cameras import cameras_to_json
+from gsrender.io import atomic
 from gsrender.scene import GaussianModel, sh_to_rgb
 
 SEEN_WEIGHT = 0.05  # a Gaussian with a compositing weight above this in a view is seen there
@@ -345,5 +346,5 @@ def load_or_train(size: str = "quick", seed: int = 0, split: str = "isolated",
     save_ply(ply, replace(model, object_ids=None))
     (folder / "cameras_train.json").write_text(cameras_to_json(tvm, tK, sz.width, sz.height))
     (folder / "cameras_test.json").write_text(cameras_to_json(hvm, hK, sz.width, sz.height))
-    rep_path.write_text(json.dumps(report, indent=1))
+    atomic.write_text(rep_path, json.dumps(report, indent=1))
     return TrainedScene(size, seed, split, gt, n, model, train, test, sz.width, sz.height, report)
