@@ -17,14 +17,14 @@ import torch
 import gsrender
 from gsrender import _C
 from gsrender import reference as ref
-from gsrender.io.paths import data_dir
+from gsrender.io import paths
 
 # CUDA calls check tensor values only under validation (a host sync each; the CPU always
 # checks): the suite runs with it on, as a user debugging would (test_validation.py turns it off
 # to check that the default CUDA path makes no host sync).
 gsrender.set_validation(True)
 
-DATA = data_dir()
+DATA = paths.data_dir()
 # the real trained scene the repository ships (data/README.md: its origin and licence)
 PLANT = Path(__file__).resolve().parents[1] / "data" / "plant" / "plant.splat"
 F32, F64 = torch.float32, torch.float64

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gsrender.cli.main import main
-from gsrender.io.paths import data_dir
+from gsrender.io import paths
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -130,7 +130,7 @@ def test_cpu_outputs_dump_compare(tmp_path):
 
 def test_train_step_smoke(tmp_path):
     """benchmarks/train_step.py on snowmiku_small: every phase timed, both side-by-side ratios."""
-    scene = data_dir() / "snowmiku_small"
+    scene = paths.data_dir() / "snowmiku_small"
     if not scene.is_dir():
         pytest.skip(f"shared data folder absent ({scene})")
     run = subprocess.run([sys.executable, str(BENCH / "train_step.py"), "--colmap", str(scene), "--warmup", "1",

@@ -19,6 +19,7 @@ from gsrender.io import (
     load_mipnerf360_scene,
     load_ply,
     load_splat,
+    paths,
     read_colmap_model,
     save_ply,
     save_splat,
@@ -27,10 +28,9 @@ from gsrender.io import (
     write_colmap_text,
 )
 from gsrender.io.colmap import rotmat_to_qvec
-from gsrender.io.paths import data_dir
 from gsrender.scene import GaussianModel
 
-DATA = data_dir()
+DATA = paths.data_dir()
 PLANT = Path(__file__).resolve().parents[1] / "data" / "plant" / "plant.splat"  # bundled
 SNOW = DATA / "snowmiku_small"
 

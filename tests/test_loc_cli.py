@@ -9,11 +9,10 @@ import pytest
 import torch
 
 from gsrender.cli.main import main
-from gsrender.io import save_ply
-from gsrender.io.paths import data_dir
+from gsrender.io import paths, save_ply
 from gsrender.scene import GaussianModel, rgb_to_sh
 
-SNOW = data_dir() / "snowmiku_small"
+SNOW = paths.data_dir() / "snowmiku_small"
 pytestmark = pytest.mark.skipif(not (SNOW / "cameras_small.json").is_file(),
                                 reason="shared snowmiku_small data absent")
 

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from gsrender.io import save_ply
-from gsrender.io.paths import data_dir
+from gsrender.io import paths, save_ply
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-SNOW = data_dir() / "snowmiku_small"
+SNOW = paths.data_dir() / "snowmiku_small"
 pytestmark = pytest.mark.skipif(not (SNOW / "sparse" / "0").is_dir(),
                                 reason="shared snowmiku_small data absent")
 

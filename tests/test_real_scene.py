@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gsrender.io.paths import data_dir
+from gsrender.io import paths
 from gsrender.train.data import load_colmap_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
-PHOTOS = data_dir() / "bonsai" / "images"
+PHOTOS = paths.data_dir() / "bonsai" / "images"
 MODEL = ROOT / "data" / "scenes" / "bonsai" / "sfm_model"
 
 pytestmark = [pytest.mark.slow,

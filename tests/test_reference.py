@@ -13,10 +13,10 @@ import torch
 from conftest import rotation
 
 from gsrender import reference as ref
-from gsrender.io.paths import data_dir
+from gsrender.io import paths
 
 F64 = torch.float64
-DATA = data_dir()
+DATA = paths.data_dir()
 
 
 def _intrinsics(fx, fy, cx, cy, dtype=F64):

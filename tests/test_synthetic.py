@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from gsrender import synthetic as S
-from gsrender.io.paths import data_dir
+from gsrender.io import paths
 from gsrender.scene import GaussianModel, sh_to_rgb
 from gsrender.synthetic.gaussians import _quats_from_normals
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = data_dir()
+DATA = paths.data_dir()
 GARDEN = DATA / "garden" / "test_garden.npz"
 SAMPLE = REPO / "data" / "sample"
 

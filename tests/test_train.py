@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gsrender.cli.main import main as cli_main
-from gsrender.io.paths import data_dir
+from gsrender.io import paths
 from gsrender.io.ply import load_ply, save_ply
 from gsrender.train import (
     DensifyConfig,
@@ -27,7 +27,7 @@ from gsrender.train import (
 from gsrender.train.params import NAMES
 from gsrender.train.run import main as train_main
 
-DATA = data_dir()
+DATA = paths.data_dir()
 SNOWMIKU = DATA / "snowmiku_small"
 
 
