@@ -10,3 +10,18 @@ ALPHA_MIN: float = _CONTRACT["alpha_min"]  # a (pixel, Gaussian) pair contribute
 ALPHA_MIN_INV: float = _CONTRACT["alpha_min_inv"]  # 255: support level ln(255·o), one exact multiply
 ALPHA_MAX: float = _CONTRACT["alpha_max"]  # α = min(0.99, o·exp(−σ))
 TRANSMITTANCE_MIN: float = _CONTRACT["transmittance_min"]  # stop where T·(1−α) < 1e-4 (3DGS)
+
+# The op's options, each defined here once (the ops, the renderer, the float64 reference and the
+# compat layers read them).
+MODES = ("sorted", "weighted")  # exact sorted compositing; sort-free weighted (OIT)
+# project's lens models, by the op's camera_model value (CameraModel in gsrender/camera.h; gsplat's
+# camera_model values it implements)
+CAMERA_MODELS = ("pinhole", "ortho", "fisheye")
+# Weighted (sort-free) mode: OUT = (Σ αᵢφ(zᵢ)fᵢ + w_bg·bg) / (Σ αᵢφ(zᵢ) + w_bg), φ(z) = exp(−σ·z^β).
+# σ = 0.05 with β = 1 gives a gentle preference for nearer Gaussians over the depth range of
+# typical scenes (φ falls from ~0.95 at z = 1 to ~0.37 at z = 20); w_bg = 1e-3 lets the
+# background show only where the Gaussians' total weight is small compared with it.
+DEFAULT_WEIGHT_PARAMS = (0.05, 1.0, 1e-3)  # (σ, β, w_bg)
+# Feature channels one rasterize call takes (render.py checks it); the kernels' own limit on the
+# packed colour + feature channels is 4096 (raster_interface.h checks that one)
+MAX_FEATURES = 1024

@@ -8,6 +8,7 @@ import torch
 
 from gsrender import _C  # loads the library: op schemas and kernels
 from gsrender import validate as V
+from gsrender.contract import CAMERA_MODELS
 
 _ops = torch.ops.gsrender
 
@@ -32,8 +33,6 @@ def plan_info(plan: torch.Tensor) -> dict:
 # ---------------------------------------------------------------------------------------------
 # projection
 
-# project's camera models, by the op's camera_model value (CameraModel in gsrender/camera.h)
-CAMERA_MODELS = ("pinhole", "ortho", "fisheye")
 
 
 def camera_model_index(camera_model: str) -> int:

@@ -19,19 +19,17 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 # The rendering contract's thresholds: the kernels' own definitions (gsrender/contract.py).
-from gsrender.contract import ALPHA_MAX, ALPHA_MIN, ALPHA_MIN_INV, TRANSMITTANCE_MIN
+from gsrender.contract import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    ALPHA_MIN_INV,
+    CAMERA_MODELS,
+    DEFAULT_WEIGHT_PARAMS,
+    MODES,
+    TRANSMITTANCE_MIN,
+)
 
 # Weighted (sort-free) mode: (σ_w, β, w_bg) in φ(z) = exp(−σ_w·z^β) and
-# OUT = (Σ αᵢφ(zᵢ)fᵢ + w_bg·bg) / (Σ αᵢφ(zᵢ) + w_bg).
-# σ_w = 0.05 with β = 1 gives a gentle preference for nearer Gaussians over the depth range of
-# typical scenes (φ falls from ~0.95 at z = 1 to ~0.37 at z = 20); w_bg = 1e-3 lets the
-# background show only where the Gaussians' total weight is small compared with it.
-DEFAULT_WEIGHT_PARAMS = (0.05, 1.0, 1e-3)
-
-MODES = ("sorted", "weighted")
-
-# project's lens models (gsplat's camera_model values it implements)
-CAMERA_MODELS = ("pinhole", "ortho", "fisheye")
 
 # Pixel × Gaussian pairs evaluated at once by rasterize (bounds the dense temporaries; larger
 # problems are also checkpointed chunk by chunk when gradients are needed).

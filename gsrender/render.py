@@ -10,12 +10,9 @@ import torch
 
 from gsrender import _C, ops, projection
 from gsrender import validate as V
+from gsrender.contract import DEFAULT_WEIGHT_PARAMS, MAX_FEATURES, MODES  # noqa: F401 (re-exported)
 
-MAX_FEATURES = 1024
-# Weighted (sort-free) mode: φ(z) = exp(−sigma·z^beta), background weight w_bg.
-DEFAULT_WEIGHT_PARAMS = (0.05, 1.0, 1e-3)
 PRECISIONS = ops.PRECISIONS  # ("auto", "fp32", "tf32", "fp16", "bf16"), from raster_plan.h
-MODES = ("sorted", "weighted")
 BACKENDS = ("auto", "cpu", "cuda")
 
 

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import torch
 
+from gsrender.contract import CAMERA_MODELS
 from gsrender.render import rasterize as _rasterize
 
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 RASTERIZE_MODES = ("classic", "antialiased")
-CAMERA_MODELS = ("pinhole", "ortho", "fisheye")
 # gsplat options that gsrender does not implement, accepted at their neutral value only; the
 # reason each raises otherwise.
 _NEUTRAL_OPTIONS = {
