@@ -15,6 +15,7 @@ import torch
 
 import gsrender
 from gsrender.io.paths import data_dir
+from gsrender.sysinfo import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SNOWMIKU_SMALL = data_dir() / "snowmiku_small"  # the training benchmarks' scene
@@ -190,13 +191,7 @@ def render_scene(t: dict, feats, vm, K, w, h, mode: str, precision: str, profile
 
 
 def environment(config: str, mode: str) -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"config": config, "mode": mode, "cpu": cpu, "threads": torch.get_num_threads(),
+    return {"config": config, "mode": mode, "cpu": cpu_model(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "gsrender": gsrender.__version__, "python": platform.python_version(),
             "time": time.strftime("%Y-%m-%d %H:%M:%S"), "loadavg_start": _loadavg(),
             **{k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE", "GSRENDER_HOST_CACHE")}}

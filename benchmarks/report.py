@@ -129,14 +129,9 @@ def machine() -> dict:
     import torch
 
     from gsrender import _C
+    from gsrender.sysinfo import cpu_model
 
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
-    except OSError:
-        pass
-    return {"cpu": cpu, "isa": _C.cpu_isa(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+    return {"cpu": cpu_model(), "isa": _C.cpu_isa(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
             "loadavg": [round(v, 2) for v in os.getloadavg()]}
 
 

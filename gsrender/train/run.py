@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from gsrender.io import atomic
+from gsrender.sysinfo import cpu_model
 from gsrender.train import checkpoint
 from gsrender.train.data import Dataset, View, load_colmap_dataset, synthetic_dataset
 from gsrender.train.densify import DensifyConfig
@@ -273,7 +273,7 @@ def train(args, data: Dataset, out: Path, on_step=None, resume: dict | None = No
         "config": dict(vars(args)),
         "densify_log": trainer.log, "history": history,
         "machine": {"device": str(trainer.device), "threads": torch.get_num_threads(),
-                    "cpu": _cpu_name(), "load_avg_1m": _loadavg(),
+                    "cpu": cpu_model(), "load_avg_1m": _loadavg(),
                     "ranks": dist.get_world_size() if args.distributed else 1},
     }
     atomic.write_json(out / "results.json", report, indent=1, default=str)
@@ -287,16 +287,6 @@ def _peak_rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _loadavg() -> float | None:
