@@ -10,7 +10,7 @@ from gsrender.io.cameras import Camera
 from gsrender.io.colmap import load_colmap_cameras
 from gsrender.io.paths import safe_join
 from gsrender.io.ply import load_ply
-from gsrender.sfm.prepare import read_manifest
+from gsrender.sfm.manifest import read_manifest
 
 _IMAGES_RE = re.compile(r"^images(?:_(\d+))?$")
 _ITER_RE = re.compile(r"^iteration_(\d+)$")

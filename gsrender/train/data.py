@@ -14,7 +14,7 @@ from gsrender.io.colmap import load_colmap_cameras, load_colmap_points
 from gsrender.io.mipnerf360 import held_out
 from gsrender.io.paths import safe_join
 from gsrender.scene import sh_to_rgb
-from gsrender.sfm.prepare import read_manifest
+from gsrender.sfm.manifest import read_manifest
 
 
 @dataclass
