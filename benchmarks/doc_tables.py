@@ -258,7 +258,9 @@ def real_scene_lines(rec: dict) -> list[str]:
     lines += ["", (f"SfM (`gsrender prepare`, pycolmap {sfm.get('pycolmap')}): {sfm['registered']} of "
                    f"{sfm['photos']} photos registered, {sfm['points3D']:,} points, mean reprojection error "
                    f"{sfm['mean_reprojection_error_px']:.2f} px"
-                   + (f", {sfm_s / 60:.0f} min" if sfm_s else " (from the committed model)") + ". "
+                   + (f"; scene rebuilt from the committed model in {sfm_s:.0f} s (the SfM's own figures: "
+                      f"data/scenes/{r['scene']}/README.md)" if sfm.get("from_model") else
+                      f", {sfm_s / 60:.0f} min" if sfm_s else "") + ". "
                    f"Training: {tr['train_views']} training / {tr['test_views']} held-out views, "
                    f"{tr['seconds_per_step']:.2f} s a step ("
                    + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()) + f"), peak memory "

@@ -121,7 +121,7 @@ def real_scenes(data: Path, models: Path, names: list[str], bg_color: torch.Tens
                 max_views: int | None, images: str | None = None) -> list[SceneData]:
     from gsrender.io import load_ply
     from gsrender.io.mipnerf360 import load_mipnerf360_scene
-    from gsrender.sfm.prepare import read_manifest
+    from gsrender.sfm.manifest import read_manifest
 
     out = []
     for name in names:
