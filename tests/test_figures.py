@@ -1,6 +1,6 @@
 """The figure tables of README.md and docs/ come from benchmarks/results/*.json: each block between
 `<!-- figures:begin NAME -->` and `<!-- figures:end NAME -->` is exactly what
-benchmarks/report.py renders from those files, and the renderers put each file's values there."""
+tools/figures/report.py renders from those files, and the renderers put each file's values there."""
 from __future__ import annotations
 
 import json
@@ -12,14 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-report = pytest.importorskip("benchmarks.report")
+report = pytest.importorskip("tools.figures.report")
 
 
 def test_every_figures_block_is_rendered_from_the_results_files():
     for rel in report.DOCS:
         text = (ROOT / rel).read_text()
         assert report.render_text(text, report.RESULTS) == text, (
-            f"{rel}: its figures differ from benchmarks/results/; run python benchmarks/report.py --render")
+            f"{rel}: its figures differ from benchmarks/results/; run python tools/figures/report.py --render")
     readme = report.blocks((ROOT / "README.md").read_text())
     assert set(readme) == {"readme", "applications"}
     cpu = json.loads((report.RESULTS / "cpu_targets.json").read_text())
