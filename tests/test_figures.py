@@ -1,4 +1,4 @@
-"""The figure tables of README.md and docs/ come from benchmarks/results/*.json: each block between
+"""The figure tables of README.md, docs/ and the studies' reports come from benchmarks/results/*.json: each block between
 `<!-- figures:begin NAME -->` and `<!-- figures:end NAME -->` is exactly what
 tools/figures/report.py renders from those files, and the renderers put each file's values there."""
 from __future__ import annotations
@@ -74,9 +74,10 @@ DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targ
               "docs/benchmarks.md": {"fps", "channels", "mipnerf360", "bench_run"},
               "docs/training.md": {"train", "train_step", "train_threads"},
               "docs/distributed.md": {"distributed", "distributed_check"}, "docs/gallery.md": {"viewer"},
-              "docs/cuda.md": {"kernel_cases", "kernel_mutants"},
+              "docs/cuda_status.md": {"kernel_cases", "kernel_mutants"},
               "docs/testing.md": {"first_run", "build_profile"}, "docs/cameras.md": {"camera_ut"},
-              "docs/voda.md": {"voda_trained", "voda_flips"}, "docs/localization.md": {"loc_trained"}}
+              "studies/voda/REPORT.md": {"voda_trained", "voda_flips"},
+              "studies/loc/REPORT.md": {"loc_trained"}}
 PROSE_BLOCKS = {"applications"}  # lines of text, not a table
 RESULTS_OF = {"mipnerf360": "mipnerf360_synthetic", "readme": "cpu_targets", "applications": "voda_trained"}
 

@@ -4,7 +4,7 @@ photos, `gsrender loc query --intrinsics` (no pose) on the held-out ones, the wr
 compared with the COLMAP poses. Skipped without ../shared/data.
 
 From the SfM-point init (opacity 0.1) a model needs a few hundred steps before any composition
-weight reaches τ_a (80 steps give 2 map points, docs/localization.md), so the test starts training
+weight reaches τ_a (80 steps give 2 map points, studies/loc/REPORT.md), so the test starts training
 from the SfM points as small opaque Gaussians (--init-ply) and trains a few steps: same commands,
 same files, seconds instead of minutes."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SplitGS-Loc benchmark on hand-built rooms (docs/localization.md): seeded synthetic rooms with
+"""SplitGS-Loc benchmark on hand-built rooms (studies/loc/REPORT.md): seeded synthetic rooms with
 randomised layouts whose maps are degraded like a photometric 3DGS (large Gaussians where the
 texture is flat, gsrender.loc.room.degrade); SplitGS-Loc against its one-factor ablations
 (no_split, no_select, no_consistency), the all-off reference (plain) and two external baselines

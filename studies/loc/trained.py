@@ -1,4 +1,4 @@
-"""SplitGS-Loc on trained 3DGS models (docs/localization.md): per scene, a 3DGS trained from the
+"""SplitGS-Loc on trained 3DGS models (studies/loc/REPORT.md): per scene, a 3DGS trained from the
 images of a dense rig (studies.scenes), a localization map lifted from it with its
 training images and poses, and held-out query photos rendered from the ground-truth scene (the
 rig's held-out views, then seeded poses over the rig's shell) with an exposure change and noise.
@@ -11,7 +11,7 @@ time; then mean and 95 % t-interval over scenes, and paired differences to split
     python studies/loc/trained.py [--seeds 2000 ...] [--size small|full] [--quick]
                                      [--out DIR] [--scenes-root out/trained_scenes] [--queries N]
 
-Every setting below is frozen before evaluation (docs/localization.md names the commit);
+Every setting below is frozen before evaluation (studies/loc/REPORT.md names the commit);
 EVAL_SEEDS were used for nothing else. TUNING_SEEDS: the scenes the pipeline was brought up on.
 The seeds, split and scene size are the VODA study's (studies/voda/trained.py), so both
 studies share one cache of trained scenes.

@@ -5,7 +5,7 @@ Methods: identity, grouping (identity + Gaussian Grouping's 3D kNN regulariser),
 voting; VODA does not apply). Three modes:
 
     python studies/voda/removal3d.py --quick [--json out.json]   # 1 scene per split, seed 0
-    python studies/voda/removal3d.py --protocol                  # the evaluation (docs/voda.md)
+    python studies/voda/removal3d.py --protocol                  # the evaluation (studies/voda/REPORT.md)
     python studies/voda/removal3d.py --measure-plant             # PLANT_HIDDEN_SHARE
     python studies/voda/removal3d.py --protocol --layout extra --resume FIRST.json   # 2nd run
     python studies/voda/removal3d.py --finish RUN.partial.json --json RUN.json      # stopped run

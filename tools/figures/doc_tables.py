@@ -1,4 +1,4 @@
-"""The figure tables of docs/training.md, docs/distributed.md, docs/gallery.md and docs/cuda.md,
+"""The figure tables of docs/training.md, docs/distributed.md, docs/gallery.md and docs/cuda_status.md,
 each made from one results file's `result` (tools/figures/report.py wraps them with the command and
 the machine, and puts them between their markers)."""
 from __future__ import annotations

@@ -56,8 +56,8 @@ from tools.figures.study_figures import RENDERERS as STUDY_RENDERERS
 
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/training.md", "docs/distributed.md",
-        "docs/gallery.md", "docs/cuda.md", "docs/testing.md", "docs/cameras.md", "docs/voda.md",
-        "docs/localization.md")
+        "docs/gallery.md", "docs/cuda_status.md", "docs/testing.md", "docs/cameras.md",
+        "studies/voda/REPORT.md", "studies/loc/REPORT.md")
 MARKER = re.compile(r"(<!-- figures:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- figures:end (?P=name) -->)",
                     re.DOTALL)
 

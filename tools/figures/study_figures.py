@@ -3,7 +3,7 @@
 The studies (studies/voda/trained.py, studies/loc/trained.py) train their scenes and take
 hours, so `make bench` does not run them: their combined results live in
 benchmarks/results/voda_trained.json and loc_trained.json, and these renderers turn them into the
-tables of docs/voda.md and docs/localization.md and the two lines per study in README.md."""
+tables of studies/voda/REPORT.md and studies/loc/REPORT.md and the two lines per study in README.md."""
 from __future__ import annotations
 
 import math
@@ -28,7 +28,7 @@ def voda_command(res: dict) -> str:
 
 
 def render_voda(results: Path) -> str:
-    """docs/voda.md: the study's tables (studies/voda/trained.py's markdown without its title),
+    """studies/voda/REPORT.md: the study's tables (studies/voda/trained.py's markdown without its title),
     then the command and the machine."""
     from studies.voda import trained as voda_trained
 
@@ -42,7 +42,7 @@ def render_voda(results: Path) -> str:
 
 
 def render_loc(results: Path) -> str:
-    """docs/localization.md: the study's tables (studies/loc/trained.py's markdown without its
+    """studies/loc/REPORT.md: the study's tables (studies/loc/trained.py's markdown without its
     title; it names the command and the machine)."""
     from studies.loc import trained as loc_trained
 
@@ -53,7 +53,7 @@ def render_loc(results: Path) -> str:
 
 
 def render_voda_flips(results: Path) -> str:
-    """docs/voda.md: what VODA adds to Gaussian Grouping's selection (studies/voda/flips.py)."""
+    """studies/voda/REPORT.md: what VODA adds to Gaussian Grouping's selection (studies/voda/flips.py)."""
     from studies.voda import flips as voda_flips
 
     res = load(results, "voda_flips")
