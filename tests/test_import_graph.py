@@ -151,8 +151,9 @@ def outside_imports(path: Path) -> list[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             names = [node.module]
-        found += [f"line {node.lineno}: import {n}" for n in names if n.split(".")[0] in OUTSIDE]
-    return found
+        found += [(node.lineno, f"line {node.lineno}: import {n}")
+                  for n in names if n.split(".")[0] in OUTSIDE]
+    return [text for _, text in sorted(found)]
 
 
 def _call_name(call: ast.Call) -> str:
@@ -167,8 +168,8 @@ def _touches_sys_path(node: ast.AST) -> bool:
 
 def runtime_loads(path: Path) -> list[str]:
     """Run-time loads of code from a folder outside the package: in each function (and the module
-    and class bodies), a loader call (LOADERS) or a sys.path edit together with a string that names one of
-    OUTSIDE as a path or module component ("benchmarks", "studies/x.py", "scripts.y"), as
+    and class bodies), a loader call (LOADERS) or a sys.path edit together with a string naming
+    one of OUTSIDE as a path or module component ("benchmarks", "studies/x.py", "scripts.y"), as
     "line N: call"."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     scopes = [tree, *(n for n in ast.walk(tree)

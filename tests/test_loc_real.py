@@ -10,14 +10,10 @@ same files, seconds instead of minutes."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
 from gsrender.io import paths, save_ply
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies" / "loc"))
 
 SNOW = paths.data_dir() / "snowmiku_small"
 pytestmark = pytest.mark.skipif(not (SNOW / "sparse" / "0").is_dir(),
@@ -25,7 +21,7 @@ pytestmark = pytest.mark.skipif(not (SNOW / "sparse" / "0").is_dir(),
 
 
 def test_trained_model_localizes_held_out_photos_from_intrinsics(tmp_path):
-    import real as loc_real
+    from studies.loc import real as loc_real
 
     save_ply(tmp_path / "init.ply", loc_real.sfm_point_model(SNOW))
     res = loc_real.run_real(SNOW, steps=5, out=tmp_path, scale=0.5, methods=("splitgs",),
