@@ -79,7 +79,7 @@ demo: build
 # Each translation unit's wall and CPU time and peak compiler memory, from a clean build in a
 # temporary folder (tools/build_profile.py; MAX_JOBS=1 unless given: each unit's wall time its own),
 # into benchmarks/results/build_profile.json, beside the torch-in-kernels build's figures
-# (docs/testing.md renders both: benchmarks/report.py --render)
+# (docs/testing.md renders both: tools/figures/report.py --render)
 PROFILE_BEFORE := benchmarks/results/build_profile_torch_kernels.json
 build-profile: setup
 	MAX_JOBS=$(or $(PROFILE_JOBS),1) $(PY) tools/build_profile.py --json benchmarks/results/build_profile.json \
@@ -99,12 +99,12 @@ test: build setup-test browser
 
 # The benchmarks behind the figures in README.md and docs/: results in benchmarks/results/*.json
 # (machine, load, commit, date, wall time), the figure tables rewritten from them
-# (benchmarks/report.py; the long ones, the distributed check and the kernel mutants, only with
+# (tools/figures/report.py; the long ones, the distributed check and the kernel mutants, only with
 # `--only`), then docs/gallery.md's pictures in docs/images/ (time vs D / N, stages, channels,
 # the plant turntable, the viewer screenshot when Chromium is there); each step's wall time in
 # benchmarks/results/bench_run.json (docs/benchmarks.md).
 bench: build
-	$(PY) benchmarks/report.py
+	$(PY) tools/figures/report.py
 
 # A real scene end to end (scripts/bench_real.sh, docs/benchmarks.md): `gsrender prepare` on the
 # photos in SCENE, `gsrender train --preset 3dgs`, benchmarks/mipnerf360.py on its held-out photos,
@@ -117,7 +117,7 @@ bench-real: build $(VENV)/.deps-sfm
 	  $(if $(filter 1,$(QUICK)),--quick)
 
 lint: setup-test
-	$(VENV)/bin/ruff check gsrender tests benchmarks scripts examples tools
+	$(VENV)/bin/ruff check gsrender tests benchmarks scripts examples tools studies
 
 clean:
 	rm -rf build gsrender/_C*.so *.egg-info

@@ -4,6 +4,9 @@ and the matrix path's speedup over the in-house scalar per-pixel path (precision
 
     python benchmarks/cpu_render.py [--quick | --smoke] [--out DIR] [--mode sorted|weighted]
     python benchmarks/cpu_render.py --targets [--smoke] [--out DIR]   # the CPU targets
+    python benchmarks/cpu_render.py --ab BASE [--new CHECKOUT] [--rounds 2] [--n 100000] [--D 0,64]
+    python benchmarks/cpu_render.py --dump FILE [--n-fwd 1000000] [--n-grad 100000]
+    python benchmarks/cpu_render.py --compare A B          # exit status 1 when some tensor differs
 
 --targets: the benchmark scene (benchmarks/common.py random_box_scene: N Gaussians uniform in front of the camera, 5 units
 away, log-normal scales with median e^-4 and σ 0.6 in log space, sigmoid-normal opacities, SH
@@ -24,6 +27,19 @@ Accumulation flops = 2 · computed_pairs · CH, computed_pairs = Σ meta["stats"
 (pixel, Gaussian) pairs the packed GEMM evaluated), over the rasterize forward stage's time.
 --quick: smaller scenes (under 2 minutes); --smoke: tiny (a few seconds, for the tests).
 Writes cpu_render.json and cpu_render.md to --out when given; always prints the table.
+
+--ab BASE: two builds side by side on the benchmark scene (the targets' cases at --n Gaussians,
+512², each D of --D): one subprocess per build per round, in alternating order, so both see the
+same machine load; each build's medians over the rounds and their ratio base/new (outside_ms: the
+forward's time outside its timed stages: input checks, glue, freeing its outputs). BASE and --new
+(default: this checkout) are checkouts with their extension built in place.
+
+--dump FILE: every output of the benchmark scene (sorted, SH degree 3, 512²) in one file: the
+forward at --n-fwd Gaussians (images, radii, means2d, depths, conics, opacities, tile lists,
+stats) and forward + backward at --n-grad with 8 features (the images and every input's
+gradient). --compare A B names the tensors two dumps differ in, bit for bit: the check behind a
+"same outputs" claim for a CPU change (dump once per build, and per instruction-set copy with
+GSRENDER_CPU_ISA=avx2 etc.).
 """
 from __future__ import annotations
 
@@ -44,7 +60,7 @@ if str(ROOT) not in sys.path:
 
 # gsrender before torch, as the `gsrender` command does: its OpenMP wait policy and huge-page
 # allocation defaults (gsrender/__init__.py) apply only so; environment() records them
-import gsrender  # noqa: F401, I001
+import gsrender  # noqa: I001
 from gsrender.io.paths import data_dir
 from gsrender.io import atomic
 import torch
@@ -503,6 +519,98 @@ def plot_vs_D(rows: list[dict], path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------------------------
+# two builds side by side (--ab)
+
+AB_CHILD = r'''
+import sys, json, importlib.util
+root, bench, n, ds, runs, train = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
+sys.path.insert(0, root)
+import gsrender
+assert gsrender.__file__.startswith(root), gsrender.__file__
+spec = importlib.util.spec_from_file_location("cpu_render", bench)
+cr = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cr)
+print(json.dumps(cr.target_cases(cr.random_box_scene(n, 512), ds, runs, 1, train=train)))
+'''
+AB_KEYS = ("fwd_ms", "outside_ms", "fwd_bwd_ms", "stages_ms.project", "stages_ms.sh", "stages_ms.bin",
+           "stages_ms.raster_fwd", "pairs", "pairs_computed", "pairs_contributing")
+
+
+def _ab_value(case: dict, key: str):
+    if key == "outside_ms":
+        return case["fwd_ms"] - sum(case["stages_ms"].values())
+    a, _, b = key.partition(".")
+    return case[a][b] if b else case[a]
+
+
+def run_ab(base: str, new: str, rounds: int, runs: int, n: int, ds: list[int], train: bool) -> int:
+    """Each build's medians over `rounds` alternating subprocesses, and base/new (see --ab)."""
+    roots = {"base": str(Path(base).resolve()), "new": str(Path(new).resolve())}
+    res: dict[str, list] = {k: [] for k in roots}
+    for r in range(rounds):
+        for name in (list(roots) if r % 2 == 0 else list(roots)[::-1]):
+            out = subprocess.run([sys.executable, "-c", AB_CHILD, roots[name], str(Path(__file__).resolve()),
+                                  str(n), json.dumps(ds), str(runs), "1" if train else "0"],
+                                 capture_output=True, text=True)
+            if out.returncode:
+                print(out.stderr[-2000:], file=sys.stderr)
+                return 1
+            res[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for i, d in enumerate(ds):
+        for key in AB_KEYS:
+            if key == "fwd_bwd_ms" and not train:
+                continue
+            m = {k: statistics.median(_ab_value(x[i], key) for x in v) for k, v in res.items()}
+            print(f"D={d} {key}: base {m['base']:.1f}  new {m['new']:.1f}  base/new {m['base'] / m['new']:.2f}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# every output, bit for bit (--dump, --compare)
+
+DUMP_META = ("radii", "means2d", "depths", "conics", "opacities", "tile_offsets", "flatten_ids", "stats")
+DUMP_PARAMS = ("means", "quats", "scales", "opacities", "sh")
+
+
+def scene_outputs(n: int, grad: bool, size: int = 512) -> dict:
+    """name → tensor for one render of the benchmark scene at n Gaussians (with gradients: grad)."""
+    sc = random_box_scene(n, size)
+    t = {k: sc[k].clone().requires_grad_(grad) for k in DUMP_PARAMS}
+    feats = None
+    if grad:
+        feats = torch.rand(n, 8, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    with torch.set_grad_enabled(grad):
+        o = gsrender.rasterize(*(t[k] for k in DUMP_PARAMS), sc["viewmat"], sc["K"], size, size,
+                               sh_degree=3, features=feats, mode="sorted")
+    res = {f"{n}.{k}": getattr(o, k).detach().clone()
+           for k in ("colors", "depths", "alphas", "features") if getattr(o, k) is not None}
+    res.update({f"{n}.meta.{k}": o.meta[k].detach().clone() for k in DUMP_META})
+    if grad:
+        (o.colors.sum() + o.alphas.sum() + o.depths.sum() + o.features.sum()).backward()
+        res.update({f"{n}.grad.{k}": v.grad.clone() for k, v in t.items()})
+        res[f"{n}.grad.features"] = feats.grad.clone()
+    return res
+
+
+def dump(path: str, n_fwd: int, n_grad: int) -> int:
+    res = scene_outputs(n_fwd, False)
+    res.update(scene_outputs(n_grad, True))
+    torch.save(res, path)
+    print(f"{len(res)} tensors -> {path}")
+    return 0
+
+
+def compare(a: str, b: str) -> int:
+    x, y = torch.load(a), torch.load(b)
+    differ = sorted(k for k in x.keys() | y.keys() if k not in x or k not in y or not torch.equal(x[k], y[k]))
+    print(f"{len(x)} tensors; differ: {', '.join(differ) if differ else 'none'}")
+    return 1 if differ else 0
+
+
+# ---------------------------------------------------------------------------------------------
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="smaller scenes, under 2 minutes")
@@ -513,6 +621,18 @@ def parse_args(argv=None):
     p.add_argument("--runs", type=int, default=None, help="timed runs per case (median)")
     p.add_argument("--targets", action="store_true", help="the benchmark scene and targets (see above)")
     p.add_argument("--no-subprocess", action="store_true", help="run the large group in this process")
+    ab = p.add_argument_group("two builds side by side (--ab)")
+    ab.add_argument("--ab", metavar="BASE", default=None, help="checkout of the baseline build")
+    ab.add_argument("--new", default=str(ROOT), help="checkout under test (default: this one)")
+    ab.add_argument("--rounds", type=int, default=2, help="subprocesses per build")
+    ab.add_argument("--n", type=int, default=100_000, help="Gaussians")
+    ab.add_argument("--D", default="0,64", help="feature widths, comma-separated")
+    ab.add_argument("--no-train", action="store_true", help="forward only (no forward + backward)")
+    outs = p.add_argument_group("every output, bit for bit (--dump, --compare)")
+    outs.add_argument("--dump", metavar="FILE", default=None, help="save every output and gradient")
+    outs.add_argument("--n-fwd", type=int, default=1_000_000, help="--dump: Gaussians of the forward")
+    outs.add_argument("--n-grad", type=int, default=100_000, help="--dump: Gaussians of forward + backward")
+    outs.add_argument("--compare", nargs=2, metavar=("A", "B"), default=None, help="compare two dumps")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--worker-out", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -525,6 +645,13 @@ def main(argv=None) -> int:
         rows = run_group(spec["scene"], spec["cfg"], Path(spec["cache"]))
         atomic.write_text(Path(args.worker_out), json.dumps(rows))
         return 0
+    if args.dump:
+        return dump(args.dump, args.n_fwd, args.n_grad)
+    if args.compare:
+        return compare(*args.compare)
+    if args.ab:
+        return run_ab(args.ab, args.new, args.rounds, args.runs or 3, args.n,
+                      [int(d) for d in args.D.split(",")], not args.no_train)
     config = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.targets:
         return run_targets(config, args.runs or 5, Path(args.out) if args.out else None)

@@ -83,7 +83,7 @@ def measure(clone: Path) -> dict:
                            cwd=clone, env=env, capture_output=True, text=True, check=True).stdout.split()
     return {
         "command": "python benchmarks/first_run.py",
-        # benchmarks/report.py's machine fields (it cites this file in README's figures)
+        # tools/figures/report.py's machine fields (it cites this file in README's figures)
         "machine": {"cpu": cpu_model(), "isa": probe[0], "cores": os.cpu_count(), "threads": int(probe[1]),
                     "loadavg": [round(x, 2) for x in load_start]},
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -79,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval", type=Path, required=True, help="benchmarks/mipnerf360.py's --out")
     p.add_argument("--json", type=Path, required=True)
     args = p.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.report import machine
+    from gsrender.bench.measure import machine
     from gsrender.io.atomic import write_json
 
     rec = {"command": "make bench-real (scripts/bench_real.sh)", "machine": machine(),

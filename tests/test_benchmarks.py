@@ -1,5 +1,6 @@
-"""Smoke modes of the benchmarks (benchmarks/fps.py, benchmarks/channels.py) and `gsrender bench`:
-each writes valid JSON with the documented keys and its PNGs, in a few seconds."""
+"""Smoke modes of the benchmarks (benchmarks/fps.py, benchmarks/channels.py) and `gsrender bench`
+(gsrender.bench.fps, in the package: no checkout needed): each writes valid JSON with the
+documented keys and its PNGs, in a few seconds."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ from gsrender.io import paths
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
-pytestmark = pytest.mark.skipif(not (BENCH / "fps.py").is_file(), reason="benchmarks folder missing")
+needs_checkout = pytest.mark.skipif(not (BENCH / "fps.py").is_file(), reason="benchmarks folder missing")
 
 RUN_KEYS = {"backend", "mode", "precision", "D", "n_gaussians", "width", "height", "fps", "stages_ms",
             "stages_p90_ms", "n_pairs", "packing_efficiency", "peak_mem_mb"}
@@ -44,6 +45,7 @@ def _check_fps(out: Path) -> dict:
     return d
 
 
+@needs_checkout
 def test_fps_smoke(tmp_path):
     proc = subprocess.run([sys.executable, str(BENCH / "fps.py"), "--smoke", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, check=False)
@@ -63,6 +65,7 @@ def test_fps_sweep_flags(tmp_path, capsys):
     assert "--mode" in capsys.readouterr().err
 
 
+@needs_checkout
 def test_channels_smoke(tmp_path):
     proc = subprocess.run([sys.executable, str(BENCH / "channels.py"), "--smoke", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, check=False)
@@ -88,6 +91,7 @@ def test_gsrender_bench_smoke(tmp_path, capsys):
         assert (tmp_path / png).is_file()
 
 
+@needs_checkout
 def test_cpu_targets_smoke(tmp_path):
     """benchmarks/cpu_render.py --targets on tiny scenes: the JSON, markdown and plot appear, every
     issue-14 target is reported, the times and ratios with their range over the rounds."""
@@ -107,27 +111,29 @@ def test_cpu_targets_smoke(tmp_path):
     assert (tmp_path / "cpu_targets_vs_D.png").stat().st_size > 1000
 
 
-def test_cpu_outputs_dump_compare(tmp_path):
-    """benchmarks/cpu_outputs.py: two dumps of one build compare equal (exit 0); a changed tensor
-    is named (exit 1)."""
+@needs_checkout
+def test_cpu_render_dump_compare(tmp_path):
+    """benchmarks/cpu_render.py --dump / --compare: two dumps of one build compare equal (exit 0);
+    a changed tensor is named (exit 1)."""
     import torch
 
-    script = str(BENCH / "cpu_outputs.py")
+    script = str(BENCH / "cpu_render.py")
     for name in ("a.pt", "b.pt"):
-        run = subprocess.run([sys.executable, script, "dump", str(tmp_path / name), "--n-fwd", "3000",
+        run = subprocess.run([sys.executable, script, "--dump", str(tmp_path / name), "--n-fwd", "3000",
                               "--n-grad", "2000"], capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-2000:]
-    same = subprocess.run([sys.executable, script, "compare", str(tmp_path / "a.pt"), str(tmp_path / "b.pt")],
+    same = subprocess.run([sys.executable, script, "--compare", str(tmp_path / "a.pt"), str(tmp_path / "b.pt")],
                           capture_output=True, text=True)
     assert same.returncode == 0 and "differ: none" in same.stdout, same.stdout + same.stderr
     b = torch.load(tmp_path / "b.pt")
     b["2000.grad.means"][0, 0] += 1
     torch.save(b, tmp_path / "b.pt")
-    diff = subprocess.run([sys.executable, script, "compare", str(tmp_path / "a.pt"), str(tmp_path / "b.pt")],
+    diff = subprocess.run([sys.executable, script, "--compare", str(tmp_path / "a.pt"), str(tmp_path / "b.pt")],
                           capture_output=True, text=True)
     assert diff.returncode == 1 and "2000.grad.means" in diff.stdout, diff.stdout
 
 
+@needs_checkout
 def test_train_step_smoke(tmp_path):
     """benchmarks/train_step.py on snowmiku_small: every phase timed, both side-by-side ratios."""
     scene = paths.data_dir() / "snowmiku_small"

@@ -1,6 +1,6 @@
-"""The figure tables of README.md and docs/ come from benchmarks/results/*.json: each block between
+"""The figure tables of README.md, docs/ and the studies' reports come from benchmarks/results/*.json: each block between
 `<!-- figures:begin NAME -->` and `<!-- figures:end NAME -->` is exactly what
-benchmarks/report.py renders from those files, and the renderers put each file's values there."""
+tools/figures/report.py renders from those files, and the renderers put each file's values there."""
 from __future__ import annotations
 
 import json
@@ -12,14 +12,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-report = pytest.importorskip("benchmarks.report")
+report = pytest.importorskip("tools.figures.report")
 
 
 def test_every_figures_block_is_rendered_from_the_results_files():
     for rel in report.DOCS:
         text = (ROOT / rel).read_text()
         assert report.render_text(text, report.RESULTS) == text, (
-            f"{rel}: its figures differ from benchmarks/results/; run python benchmarks/report.py --render")
+            f"{rel}: its figures differ from benchmarks/results/; run python tools/figures/report.py --render")
     readme = report.blocks((ROOT / "README.md").read_text())
     assert set(readme) == {"readme", "applications"}
     cpu = json.loads((report.RESULTS / "cpu_targets.json").read_text())
@@ -74,9 +74,10 @@ DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targ
               "docs/benchmarks.md": {"fps", "channels", "mipnerf360", "bench_run"},
               "docs/training.md": {"train", "train_step", "train_threads"},
               "docs/distributed.md": {"distributed", "distributed_check"}, "docs/gallery.md": {"viewer"},
-              "docs/cuda.md": {"kernel_cases", "kernel_mutants"},
+              "docs/cuda_status.md": {"kernel_cases", "kernel_mutants"},
               "docs/testing.md": {"first_run", "build_profile"}, "docs/cameras.md": {"camera_ut"},
-              "docs/voda.md": {"voda_trained", "voda_flips"}, "docs/localization.md": {"loc_trained"}}
+              "studies/voda/REPORT.md": {"voda_trained", "voda_flips"},
+              "studies/loc/REPORT.md": {"loc_trained"}}
 PROSE_BLOCKS = {"applications"}  # lines of text, not a table
 RESULTS_OF = {"mipnerf360": "mipnerf360_synthetic", "readme": "cpu_targets", "applications": "voda_trained"}
 

@@ -1,4 +1,4 @@
-"""No import cycles inside the gsrender package.
+"""No import cycles inside the gsrender package, and no arrow out of it to the checkout's scripts.
 
 Every module under gsrender/ is parsed (not imported) and each `import` / `from ... import`
 statement, at module level or inside a function, becomes an edge to the gsrender modules it
@@ -6,13 +6,24 @@ executes: the named module, the submodule a `from pkg import name` names when th
 the packages above the target that the importer is not itself inside (importing gsrender.io.ply
 from outside gsrender.io runs gsrender/io/__init__.py first; from inside it that package is
 already being imported). A function-level import only postpones a cycle, so it counts too.
+
+The package is what `pip install` ships: it never imports benchmarks/, studies/, scripts/ or
+tools/, neither by name (`import benchmarks.common`) nor at run time by path (importlib's
+spec_from_file_location / import_module, runpy, a loader, exec of a file's text, sys.path edits)
+naming one of those folders anywhere in the same function.
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "gsrender"
+OUTSIDE = ("benchmarks", "studies", "scripts", "tools")  # the checkout's folders outside the package
+# calls that load code chosen at run time (by a path or a name built from strings)
+LOADERS = {"spec_from_file_location", "spec_from_loader", "module_from_spec", "exec_module", "import_module",
+           "run_path", "run_module", "SourceFileLoader", "__import__", "exec", "load_source"}
+_OUTSIDE_TEXT = re.compile(r"(^|[/\\.])(" + "|".join(OUTSIDE) + r")([/\\.]|$)")
 
 
 def module_files(pkg: Path = PKG) -> dict[str, Path]:
@@ -128,3 +139,87 @@ def test_no_import_cycles():
     cycles = find_cycles(import_graph())
     assert not cycles, "import cycles in gsrender (each line one strongly connected set):\n" + \
         "\n".join("  " + " <-> ".join(c) for c in cycles)
+
+
+def outside_imports(path: Path) -> list[str]:
+    """`import X` / `from X import ...` statements of a file naming a module of a folder outside the
+    package (OUTSIDE), as "line N: module"."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        found += [(node.lineno, f"line {node.lineno}: import {n}")
+                  for n in names if n.split(".")[0] in OUTSIDE]
+    return [text for _, text in sorted(found)]
+
+
+def _call_name(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _touches_sys_path(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name)
+               and n.value.id == "sys" for n in ast.walk(node))
+
+
+def runtime_loads(path: Path) -> list[str]:
+    """Run-time loads of code from a folder outside the package: in each function (and the module
+    and class bodies), a loader call (LOADERS) or a sys.path edit together with a string naming
+    one of OUTSIDE as a path or module component ("benchmarks", "studies/x.py", "scripts.y"), as
+    "line N: call"."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    scopes = [tree, *(n for n in ast.walk(tree)
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
+    found = []
+    for scope in scopes:
+        # the scope's own statements: nested functions and classes are scopes of their own
+        # (docstrings and other bare strings say where things are; they load nothing)
+        own = [n for stmt in scope.body
+               if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+               and not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+               for n in ast.walk(stmt)]
+        texts = [n.value for n in own if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        if not any(_OUTSIDE_TEXT.search(t) for t in texts):
+            continue
+        for n in own:
+            if isinstance(n, ast.Call) and (_call_name(n) in LOADERS or _touches_sys_path(n.func)):
+                found.append(f"line {n.lineno}: {_call_name(n) or 'call'}")
+    return sorted(set(found))
+
+
+def test_runtime_load_detection_on_toy_files(tmp_path):
+    by_path = tmp_path / "by_path.py"
+    by_path.write_text(
+        "import importlib.util\nfrom pathlib import Path\n\n"
+        "def run():\n    p = Path(__file__).parents[1] / 'benchmarks' / 'fps.py'\n"
+        "    spec = importlib.util.spec_from_file_location('fps', p)\n")
+    assert runtime_loads(by_path) == ["line 6: spec_from_file_location"]
+    by_name = tmp_path / "by_name.py"
+    by_name.write_text("import importlib, runpy, sys\n"
+                       "def a():\n    return importlib.import_module('studies.voda.trained')\n"
+                       "def b():\n    runpy.run_path('scripts/make_sample_scene.py')\n"
+                       "def c():\n    sys.path.insert(0, 'tools')\n")
+    assert runtime_loads(by_name) == ["line 3: import_module", "line 5: run_path", "line 7: insert"]
+    static = tmp_path / "static.py"
+    static.write_text("def f():\n    from benchmarks.common import median\nimport studies.scenes\n")
+    assert outside_imports(static) == ["line 2: import benchmarks.common", "line 3: import studies.scenes"]
+    # an unrelated loader, or a string naming a folder without a loader beside it, is not a load
+    fine = tmp_path / "fine.py"
+    fine.write_text("import importlib\n"
+                    "def a():\n    return importlib.import_module('gsrender.io')\n"
+                    "def b():\n    print('see benchmarks/fps.py')\n")
+    assert runtime_loads(fine) == [] and outside_imports(fine) == []
+
+
+def test_package_never_loads_the_checkout_folders():
+    bad = {}
+    for name, path in module_files().items():
+        hits = outside_imports(path) + runtime_loads(path)
+        if hits:
+            bad[name] = hits
+    assert not bad, ("gsrender imports from " + "/".join(OUTSIDE) + " (the package must run without a "
+                     "checkout):\n" + "\n".join(f"  {m}: {', '.join(h)}" for m, h in sorted(bad.items())))

@@ -2,7 +2,7 @@
 
 Each mutant names one exact piece of kernel source; if an edit to the kernels moves or removes
 it, the mutation run would no longer test what it claims. Fast (reads files, builds nothing).
-The mutation run itself is tools/kernel_mutants.py (docs/cuda.md, "Mutation score").
+The mutation run itself is tools/kernel_mutants.py (docs/cuda.md, "Mutation score"; the run: docs/cuda_status.md).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 large Gaussian, the consistency filter drops a point whose views disagree, τ_a drops faint
 associations, and an end-to-end build (split AND selection, real SIFT descriptors) localizes a
 query with map points closer to the surface than the unsplit map's. Each was run against a
-deliberately broken implementation (docs/localization.md lists the breaks) and failed."""
+deliberately broken implementation (studies/loc/REPORT.md lists the breaks) and failed."""
 from __future__ import annotations
 
 import json

@@ -1,23 +1,19 @@
-"""The real check's path (benchmarks/loc_real.py run_real) on tiny settings: `gsrender train` on
+"""The real check's path (studies/loc/real.py run_real) on tiny settings: `gsrender train` on
 snowmiku_small (half resolution, 4 held-out photos excluded), `gsrender loc build` from the training
 photos, `gsrender loc query --intrinsics` (no pose) on the held-out ones, the written images.txt
 compared with the COLMAP poses. Skipped without ../shared/data.
 
 From the SfM-point init (opacity 0.1) a model needs a few hundred steps before any composition
-weight reaches τ_a (80 steps give 2 map points, docs/localization.md), so the test starts training
+weight reaches τ_a (80 steps give 2 map points, studies/loc/REPORT.md), so the test starts training
 from the SfM points as small opaque Gaussians (--init-ply) and trains a few steps: same commands,
 same files, seconds instead of minutes."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
 from gsrender.io import paths, save_ply
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 SNOW = paths.data_dir() / "snowmiku_small"
 pytestmark = pytest.mark.skipif(not (SNOW / "sparse" / "0").is_dir(),
@@ -25,7 +21,7 @@ pytestmark = pytest.mark.skipif(not (SNOW / "sparse" / "0").is_dir(),
 
 
 def test_trained_model_localizes_held_out_photos_from_intrinsics(tmp_path):
-    import loc_real
+    from studies.loc import real as loc_real
 
     save_ply(tmp_path / "init.ply", loc_real.sfm_point_model(SNOW))
     res = loc_real.run_real(SNOW, steps=5, out=tmp_path, scale=0.5, methods=("splitgs",),

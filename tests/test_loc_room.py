@@ -4,9 +4,7 @@ moment-matched (mean and covariance of their members), merging at several cell s
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,8 +12,6 @@ import torch
 from gsrender import synthetic as syn
 from gsrender.loc import room as RM
 from gsrender.reference import covariances
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 def _floor(n=4000, seed=0):
@@ -99,7 +95,7 @@ def test_randomised_layouts_differ_per_seed_and_queries_sit_where_asked():
 
 
 def test_benchmark_aggregates_per_room_with_intervals():
-    import loc_synthetic as B
+    from studies.loc import synthetic as B
 
     r = {"t_err": [0.005, 0.015, 0.03, math.inf], "r_err": [0.1] * 4, "ms": [5.0] * 4,
          "inliers": [30] * 4, "err3d": [0.004, 0.004, math.nan, math.nan]}

@@ -1,4 +1,4 @@
-"""The trained-model localization benchmark end to end in its quick mode (benchmarks/loc_trained.py
+"""The trained-model localization benchmark end to end in its quick mode (studies/loc/trained.py
 --quick: one quick trained scene, 6 queries): the pipeline's invariants, not its results — every
 method localizes every query, recalls are nested, the ablations differ from SplitGS-Loc in the
 component they name (split grows the model, the opacity rule leaves the split's size alone,
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if not (ROOT / "benchmarks" / "loc_trained.py").is_file():
-    pytest.skip("benchmarks folder missing", allow_module_level=True)
+if not (ROOT / "studies" / "loc" / "trained.py").is_file():
+    pytest.skip("studies folder missing", allow_module_level=True)
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import loc_trained as lt
+from studies.loc import trained as lt
 
 
 @pytest.fixture(scope="module")

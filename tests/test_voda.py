@@ -282,7 +282,7 @@ def test_benchmark_json_layout(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "voda_removal3d.py"
+    path = Path(__file__).resolve().parents[1] / "studies" / "voda" / "removal3d.py"
     spec = importlib.util.spec_from_file_location("voda_removal3d", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -310,7 +310,7 @@ def test_benchmark_finish_summarises_a_stopped_run(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "voda_removal3d.py"
+    path = Path(__file__).resolve().parents[1] / "studies" / "voda" / "removal3d.py"
     spec = importlib.util.spec_from_file_location("voda_removal3d", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -405,7 +405,7 @@ def test_cli_voda_colmap_masks_ignore_click(tmp_path):
 def test_report_compares_two_structures_on_common_seeds():
     """voda_report.compare (decimated vs undecimated plant): means over the seeds both runs
     hold, the paired per-seed difference and each run's paired VODA gain."""
-    from benchmarks.voda_report import compare
+    from studies.voda.report import compare
 
     keys = ("nrde", "recall_q1", "iter_ms")
     row = lambda seed, a, b: {"seed": seed, "hidden_share": 0.1,

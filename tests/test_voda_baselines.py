@@ -130,7 +130,7 @@ def test_surface_objects_hide_their_interior():
 def test_plant_hidden_share_is_the_generator_constant():
     """PLANT_HIDDEN_SHARE is what the benchmark's measurement gives on the real trained model
     (2 rings of 12 orbit views at 160x120; ±0.02 for float differences across CPUs)."""
-    from benchmarks.voda_removal3d import plant_hidden_share
+    from studies.voda.removal3d import plant_hidden_share
 
     assert abs(plant_hidden_share(PLANT) - R.PLANT_HIDDEN_SHARE) < 0.02
 

@@ -1,5 +1,5 @@
-"""The trained-model scenes (gsrender.synthetic.trained) and the VODA benchmark on them
-(benchmarks/voda_trained.py --quick): the pipeline's invariants, not its results."""
+"""The trained-model scenes (studies/scenes.py) and the VODA benchmark on them
+(studies/voda/trained.py --quick): the pipeline's invariants, not its results."""
 from __future__ import annotations
 
 import json
@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from benchmarks import voda_trained as B
 from gsrender.loc.stats import weight_stats
-from gsrender.synthetic import trained as T
 from gsrender.voda import metrics as M
 from gsrender.voda.baselines import GG_RELEASED, GroupingBaseline, IdentityBaseline, make_baseline
 from gsrender.voda.composite import PLANT
 from gsrender.voda.train import Streams
+from studies import scenes as T
+from studies.voda import trained as B
 
 needs_plant = pytest.mark.skipif(not PLANT.exists(), reason="needs data/plant/plant.splat")
 

@@ -8,7 +8,7 @@ loc, voda.
     gsrender prepare IMAGES_DIR --out SCENE_DIR [--from-model DIR] ...
 
 Each command group registers its arguments from its own module of this package (add_parser);
-bench, prepare and train parse their own options (benchmarks/fps.py, gsrender/sfm/prepare.py,
+bench, prepare and train parse their own options (gsrender/bench/fps.py, gsrender/sfm/prepare.py,
 gsrender/train/run.py).
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ from gsrender.loc.retrieval import pack_views
 from gsrender.loc.stats import DEFAULT_TAU_S, WeightStats, merge_stats, view_contributors, view_sizes
 from gsrender.scene import GaussianModel
 
-# Chosen on the first synthetic room (benchmarks/loc_synthetic.py, one 20 cm merge scale) and
+# Chosen on the first synthetic room (studies/loc/synthetic.py, one 20 cm merge scale) and
 # kept since: τ_a = 0.3 halves the map points of split maps without better poses; consistency
 # 0.7 drops most well-localised points too.
 DEFAULT_TAU_A = 0.2

@@ -76,7 +76,7 @@ DEFAULT_MERGE_SHARE = 0.5
 # merge score is texture_corr·z(flatness) + √(1 − texture_corr²)·noise (a Gaussian copula on the
 # normal score of minus its members' luminance spread); the top merge_share of cells merge.
 # 1 = strictly the flattest cells, 0 = random cells (the earlier grid degradation).
-# Measured (benchmarks/loc_footprint_texture.py, tuning rooms 0-1 only): the rank correlation of
+# Measured (studies/loc/footprint_texture.py, tuning rooms 0-1 only): the rank correlation of
 # footprint size with the gradient of the model's own rendering is -0.30 on plant.splat and
 # -0.34 to -0.37 on the degraded rooms for every texture_corr in [0, 1] (a large Gaussian renders
 # flat whatever was under it), so that statistic does not pin texture_corr; against the

@@ -19,9 +19,8 @@ shapes     ground, walls, objects, sky dome, clutter
 scenes     make_scene, the Mip-NeRF 360-like PRESETS and make_preset
 garden     garden_scene: the real garden points of gsplat's tests
 rigs       hemisphere rings, forward trajectories, project_points
-trained    trained-model scenes: a ground-truth room rendered on a dense rig and a 3DGS trained
-           from its images (gsrender.train), cached on disk (load_or_train)
-(The Removal-3D scenes of VODA build on this package: gsrender.voda.removal3d.make_removal3d.)
+(The Removal-3D scenes of VODA build on this package: gsrender.voda.removal3d.make_removal3d; the
+application studies' trained-model scenes too: studies/scenes.py, outside the package.)
 """
 from gsrender.cameras import WORLD_UP, cameras_from_json, cameras_to_json, intrinsics, look_at, orbit_cameras
 from gsrender.reference import quat_to_rotmat

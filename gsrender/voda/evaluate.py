@@ -1,6 +1,6 @@
 """Scores a trained baseline on a scene with ground-truth object ids: per object, select, remove
 and measure (metrics.removal_metrics), plus the 2D segmentation quality of the rendered features.
-Shared by benchmarks/voda_removal3d.py and `gsrender voda`."""
+Shared by studies/voda/removal3d.py and `gsrender voda`."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -34,7 +34,7 @@ STRUCTURES = ("shells", "surface", "plant", "plant_full")  # plant: the composit
 # (voda.composite), decimated to PLANT_GAUSSIANS; plant_full: the same with every Gaussian
 # Share of plant.splat's Gaussians (a real trained 3DGS, data/plant) whose summed rendered
 # weight over 2 rings of 12 orbit views at 160x120 is near zero (metrics.hidden_share:
-# Σw < 1e-3 of the median Σw), measured by benchmarks/voda_removal3d.py --measure-plant (0.0331).
+# Σw < 1e-3 of the median Σw), measured by studies/voda/removal3d.py --measure-plant (0.0331).
 # The "surface" objects put this share of their Gaussians inside the object.
 PLANT_HIDDEN_SHARE = 0.033
 OPACITY = (0.9, 0.99)  # shell opacities

@@ -1,5 +1,5 @@
-"""The figure tables of docs/training.md, docs/distributed.md, docs/gallery.md and docs/cuda.md,
-each made from one results file's `result` (benchmarks/report.py wraps them with the command and
+"""The figure tables of docs/training.md, docs/distributed.md, docs/gallery.md and docs/cuda_status.md,
+each made from one results file's `result` (tools/figures/report.py wraps them with the command and
 the machine, and puts them between their markers)."""
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def distributed_lines(res: dict) -> list[str]:
 
 
 def _mean_ci(vals: list[float], fmt: str) -> str:
-    from benchmarks.common import mean_ci95
+    from gsrender.bench.measure import mean_ci95
 
     m, h = mean_ci95(vals)
     return f"{m:{fmt}} ± {h:{fmt.lstrip('+')}}"

@@ -8,7 +8,7 @@ pooled over the views. Measured on the model's own rendering (all plant.splat ha
 rooms, also on the ground-truth texture's rendering. Also: the median gradient of the smallest and
 largest fifth of footprints.
 
-    python benchmarks/loc_footprint_texture.py [--json out.json]   (tuning seeds 0, 1 only)
+    python studies/loc/footprint_texture.py [--json out.json]   (tuning seeds 0, 1 only)
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import gsrender
@@ -32,7 +32,7 @@ from gsrender.loc.stats import view_contributors
 
 # the shared data folder (../shared/data from the project root; GSRENDER_DATA overrides it)
 PLANT = data_dir() / "plant" / "plant.splat"
-TUNING_SEEDS = (0, 1)  # never used for evaluation (benchmarks/loc_synthetic.py EVAL_SEEDS)
+TUNING_SEEDS = (0, 1)  # never used for evaluation (studies/loc/synthetic.py EVAL_SEEDS)
 CORRS = (0.0, 0.5, 0.7, 0.8, 0.9, 1.0)
 
 

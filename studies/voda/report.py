@@ -1,12 +1,12 @@
 """Tables (mean ± 95 % interval) and sweep plots of a `voda_removal3d.py --protocol` result.
 
-    python benchmarks/voda_report.py benchmarks/results/voda_protocol.json [--images docs/images]
+    python studies/voda/report.py benchmarks/results/voda_protocol.json [--images docs/images]
 
 prints the markdown tables (also written next to the JSON as .md) and writes
 <images>/voda_sweep_<name>.png (nRDE and lowest-quartile recall against the swept value, every
 method beside the others, error bars the 95 % intervals over the sweep seeds).
 
-    python benchmarks/voda_report.py A.json --compare plant B.json plant_full
+    python studies/voda/report.py A.json --compare plant B.json plant_full
 
 prints the paired comparison of two structures on their common seeds (the decimated and the
 undecimated plant).
@@ -19,7 +19,7 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 TABLE_METRICS = (("nrde", "nRDE ↓"), ("rde", "RDE ↓"), ("collateral", "collateral ↓"),
                  ("gaussian_iou", "Gaussian IoU ↑"), ("recall_q1", "recall Q1 ↑"),
@@ -150,7 +150,7 @@ def compare(a: dict, st_a: str, b: dict, st_b: str, split: str = "isolated") -> 
     """Markdown: per method both runs hold, the nRDE / recall Q1 of structure st_a (run a) and
     st_b (run b) on the seeds both have, and the paired per-seed difference b − a (mean ± 95 %
     interval); also the paired VODA gain of each, to show whether st_a stands in for st_b."""
-    from benchmarks.common import mean_ci95
+    from gsrender.bench.measure import mean_ci95
 
     ra = {r["seed"]: r for r in a["main"][st_a][split]}
     rb = {r["seed"]: r for r in b["main"][st_b][split]}

@@ -1,19 +1,20 @@
-"""The application studies' figures, rendered from their results files for benchmarks/report.py.
+"""The application studies' figures, rendered from their results files for tools/figures/report.py.
 
-The studies (benchmarks/voda_trained.py, benchmarks/loc_trained.py) train their scenes and take
+The studies (studies/voda/trained.py, studies/loc/trained.py) train their scenes and take
 hours, so `make bench` does not run them: their combined results live in
 benchmarks/results/voda_trained.json and loc_trained.json, and these renderers turn them into the
-tables of docs/voda.md and docs/localization.md and the two lines per study in README.md."""
+tables of studies/voda/REPORT.md and studies/loc/REPORT.md and the two lines per study in README.md."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-from benchmarks.doc_tables import load
+from tools.figures.doc_tables import load
 
 
 def _missing(name: str) -> str:
-    return f"(no results file: benchmarks/results/{name}.json, written by benchmarks/{name}.py)\n"
+    area, _, study = name.partition("_")
+    return f"(no results file: benchmarks/results/{name}.json, written by studies/{area}/{study}.py)\n"
 
 
 def _pm(mc, scale: float = 1.0, nd: int = 2) -> str:
@@ -22,14 +23,14 @@ def _pm(mc, scale: float = 1.0, nd: int = 2) -> str:
 
 
 def voda_command(res: dict) -> str:
-    return (f"python benchmarks/voda_trained.py --size {res['size']} --splits {' '.join(res['splits'])}"
+    return (f"python studies/voda/trained.py --size {res['size']} --splits {' '.join(res['splits'])}"
             f" --out out/voda_trained {' '.join(map(str, res['seeds']))}")
 
 
 def render_voda(results: Path) -> str:
-    """docs/voda.md: the study's tables (benchmarks/voda_trained.py's markdown without its title),
+    """studies/voda/REPORT.md: the study's tables (studies/voda/trained.py's markdown without its title),
     then the command and the machine."""
-    from benchmarks import voda_trained
+    from studies.voda import trained as voda_trained
 
     res = load(results, "voda_trained")
     if res is None:
@@ -41,9 +42,9 @@ def render_voda(results: Path) -> str:
 
 
 def render_loc(results: Path) -> str:
-    """docs/localization.md: the study's tables (benchmarks/loc_trained.py's markdown without its
+    """studies/loc/REPORT.md: the study's tables (studies/loc/trained.py's markdown without its
     title; it names the command and the machine)."""
-    from benchmarks import loc_trained
+    from studies.loc import trained as loc_trained
 
     res = load(results, "loc_trained")
     if res is None:
@@ -52,14 +53,14 @@ def render_loc(results: Path) -> str:
 
 
 def render_voda_flips(results: Path) -> str:
-    """docs/voda.md: what VODA adds to Gaussian Grouping's selection (benchmarks/voda_flips.py)."""
-    from benchmarks import voda_flips
+    """studies/voda/REPORT.md: what VODA adds to Gaussian Grouping's selection (studies/voda/flips.py)."""
+    from studies.voda import flips as voda_flips
 
     res = load(results, "voda_flips")
     if res is None:
         return _missing("voda_flips")
     seeds = " ".join(map(str, res["seeds"]))
-    return (voda_flips.markdown(res) + f"\n`python benchmarks/voda_flips.py --size {res['size']} "
+    return (voda_flips.markdown(res) + f"\n`python studies/voda/flips.py --size {res['size']} "
             f"--split {res['split']} --out out/voda_flips {seeds}`: {res['env']['cpu']}, commit "
             f"{res['env']['commit'][:12]}, {res['env']['time']}.\n")
 

@@ -4,12 +4,12 @@ Methods: identity, grouping (identity + Gaussian Grouping's 3D kNN regulariser),
 (view-dependent 2D features), each with and without VODA, and vote (training-free projection
 voting; VODA does not apply). Three modes:
 
-    python benchmarks/voda_removal3d.py --quick [--json out.json]   # 1 scene per split, seed 0
-    python benchmarks/voda_removal3d.py --protocol                  # the evaluation (docs/voda.md)
-    python benchmarks/voda_removal3d.py --measure-plant             # PLANT_HIDDEN_SHARE
-    python benchmarks/voda_removal3d.py --protocol --layout extra --resume FIRST.json   # 2nd run
-    python benchmarks/voda_removal3d.py --finish RUN.partial.json --json RUN.json      # stopped run
-    python benchmarks/voda_removal3d.py --protocol --layout surface|plant_full|sweeps_grouping \
+    python studies/voda/removal3d.py --quick [--json out.json]   # 1 scene per split, seed 0
+    python studies/voda/removal3d.py --protocol                  # the evaluation (studies/voda/REPORT.md)
+    python studies/voda/removal3d.py --measure-plant             # PLANT_HIDDEN_SHARE
+    python studies/voda/removal3d.py --protocol --layout extra --resume FIRST.json   # 2nd run
+    python studies/voda/removal3d.py --finish RUN.partial.json --json RUN.json      # stopped run
+    python studies/voda/removal3d.py --protocol --layout surface|plant_full|sweeps_grouping \
         [--n-seeds N] [--resume EARLIER.json ...]                                   # 3rd run
 
 --quick and plain runs write {"<method>": {"baseline": M, "voda": M}} ("vote": {"baseline": M})
@@ -29,10 +29,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import env_block, mean_ci95
+from gsrender.bench.measure import env_block, mean_ci95
 from gsrender.io import atomic
+from gsrender.io.paths import data_dir
 from gsrender.voda import removal3d as R
 from gsrender.voda.baselines import TRAINED, VotingBaseline, make_baseline
 from gsrender.voda.evaluate import KEYS, eval_views, evaluate
@@ -302,7 +303,7 @@ def run_protocol(args, a: dict, cfg: VodaConfig) -> int:
 def finish(results: dict, json_path: Path, images: Path, main_stem: str | None = None) -> None:
     """Summaries (means ± 95 % intervals) of the rows a protocol run finished (all of them, or
     those of a stopped run's .partial.json), the JSON, its .md tables and the plots."""
-    from benchmarks.voda_report import write_report
+    from studies.voda.report import write_report
 
     results["summary"] = {}
     for st, d in results["main"].items():
@@ -350,7 +351,7 @@ def main(argv=None) -> int:
     ap.add_argument("--protocol", action="store_true",
                     help="the frozen evaluation: EVAL_SEEDS, both structures, all sweeps")
     ap.add_argument("--measure-plant", type=Path, nargs="?", default=None,
-                    const=Path(__file__).resolve().parents[2] / "shared/data/plant/plant.splat",
+                    const=data_dir() / "plant/plant.splat",
                     help="print the hidden share of a trained .splat (default: the shared plant)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ap.add_argument("--layout", choices=tuple(LAYOUTS), default="main",

@@ -1,9 +1,9 @@
 """What VODA changes in a Gaussian Grouping selection on a trained 3DGS model, Gaussian by
-Gaussian: the study's `gg` and `gg+voda` runs (benchmarks/voda_trained.py's PROTOCOL, same seeds
+Gaussian: the study's `gg` and `gg+voda` runs (studies/voda/trained.py's PROTOCOL, same seeds
 and streams) on cached trained scenes, then per object the Gaussians VODA adds to the selection,
 where they lie, and the removal error with and without them.
 
-    python benchmarks/voda_flips.py --out out/voda_flips 2000 2001     # scenes of the study cache
+    python studies/voda/flips.py --out out/voda_flips 2000 2001     # scenes of the study cache
 
 Per object k (derived ids: the nearest ground-truth Gaussian's, as in the study):
   added      selected by gg+voda, not by gg;  of them the share whose derived id is k, 0 (the
@@ -21,17 +21,17 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import env_block, mean_ci95
-from benchmarks.voda_trained import PROTOCOL, Scene
+from gsrender.bench.measure import env_block, mean_ci95
 from gsrender.io import atomic
-from gsrender.synthetic import trained as T
 from gsrender.voda import metrics as M
 from gsrender.voda.baselines import make_baseline
 from gsrender.voda.loss import VodaConfig
 from gsrender.voda.select import select_object
 from gsrender.voda.train import train_features
+from studies import scenes as T
+from studies.voda.trained import PROTOCOL, Scene
 
 FLOOR_Z = 0.05  # m: a background Gaussian this close to the floor plane belongs to the floor
 

@@ -1,5 +1,5 @@
-"""SplitGS-Loc on trained 3DGS models (docs/localization.md): per scene, a 3DGS trained from the
-images of a dense rig (gsrender.synthetic.trained), a localization map lifted from it with its
+"""SplitGS-Loc on trained 3DGS models (studies/loc/REPORT.md): per scene, a 3DGS trained from the
+images of a dense rig (studies.scenes), a localization map lifted from it with its
 training images and poses, and held-out query photos rendered from the ground-truth scene (the
 rig's held-out views, then seeded poses over the rig's shell) with an exposure change and noise.
 SplitGS-Loc against its one-factor ablations (no_split, density_opacity: the density child-opacity
@@ -8,12 +8,12 @@ SIFT features: the trained model's rendered-depth back-projection and a triangul
 known poses) map. Per scene: R@5cm5°, R@2cm2°, R@1cm1°, median errors, map size, build and query
 time; then mean and 95 % t-interval over scenes, and paired differences to splitgs.
 
-    python benchmarks/loc_trained.py [--seeds 2000 ...] [--size small|full] [--quick]
+    python studies/loc/trained.py [--seeds 2000 ...] [--size small|full] [--quick]
                                      [--out DIR] [--scenes-root out/trained_scenes] [--queries N]
 
-Every setting below is frozen before evaluation (docs/localization.md names the commit);
+Every setting below is frozen before evaluation (studies/loc/REPORT.md names the commit);
 EVAL_SEEDS were used for nothing else. TUNING_SEEDS: the scenes the pipeline was brought up on.
-The seeds, split and scene size are the VODA study's (benchmarks/voda_trained.py), so both
+The seeds, split and scene size are the VODA study's (studies/voda/trained.py), so both
 studies share one cache of trained scenes.
 """
 from __future__ import annotations
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import env_block, mean_ci95
+from gsrender.bench.measure import env_block, mean_ci95
 from gsrender.cameras import rig
 from gsrender.io import atomic
 from gsrender.loc import baselines as BL
@@ -39,7 +39,7 @@ from gsrender.loc import metrics as LM
 from gsrender.loc import pipeline as P
 from gsrender.loc.features import SiftExtractor
 from gsrender.loc.queries import evaluate_queries, photometric_change, render_views
-from gsrender.synthetic import trained as TR
+from studies import scenes as TR
 
 TUNING_SEEDS = (0, 1)
 EVAL_SEEDS = (2000, 2001, 2002, 2003, 2004)
@@ -47,7 +47,7 @@ SCENE_SPLIT = "isolated"
 PIPELINE_METHODS = ("splitgs", "no_split", "density_opacity", "no_select", "no_consistency")
 EXTERNAL_METHODS = ("depth_backproj", "triangulated")
 METHODS = PIPELINE_METHODS + EXTERNAL_METHODS
-# Per trained-scene size (gsrender.synthetic.trained.SIZES): queries per scene and SIFT budgets.
+# Per trained-scene size (studies.scenes.SIZES): queries per scene and SIFT budgets.
 # The study size is "full" (100 training views at 320×240, 2,000 training steps); "small" (100
 # views at 128×96, 600 steps) is the same protocol at a size a loaded 2-core machine trains in
 # a few minutes a scene; "quick" is the CI size (20 views at 96×72).
@@ -344,7 +344,7 @@ def main(argv=None) -> int:
     scenes.sort(key=lambda sc: seeds.index(sc["seed"]))
     pending = [sd for sd in seeds if sd not in {sc["seed"] for sc in scenes}]
     t0 = time.perf_counter()
-    command = " ".join(["python benchmarks/loc_trained.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python studies/loc/trained.py", *(sys.argv[1:] if argv is None else argv)])
 
     def write() -> dict:
         res = {"size": size, "sizes": sz, "scene_size": TR.SIZES[size].__dict__,

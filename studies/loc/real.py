@@ -4,7 +4,7 @@ loc build` lifts a map from the training photos, and `gsrender loc query --intri
 the held-out photos from their intrinsics alone, writing a COLMAP images.txt. The written poses are
 then compared with the COLMAP poses (translation in SfM units: the plush spans ~20).
 
-    python benchmarks/loc_real.py [--steps 300] [--scale 1] [--methods splitgs no_split ...]
+    python studies/loc/real.py [--steps 300] [--scale 1] [--methods splitgs no_split ...]
         [--out out/loc_real] [--json out.json] [--scene trained.ply]
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from gsrender.io import atomic
 from gsrender.io.paths import data_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 SNOW = data_dir() / "snowmiku_small"

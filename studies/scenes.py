@@ -1,11 +1,14 @@
-"""Trained-model scenes: a ground-truth room with per-Gaussian object ids, rendered on a dense rig,
-and a 3DGS trained from those images with the project's trainer (gsrender.train), cached on disk.
+"""The application studies' trained-model scenes (studies/voda, studies/loc): a ground-truth room
+with per-Gaussian object ids, rendered on a dense rig, and a 3DGS trained from those images with
+the project's trainer (gsrender.train), cached on disk.
 
 The methods under study (3D segmentation, localization) see only the *trained* model, the
 training images, their poses and the (noisy) 2D masks; ground truth comes from the ground-truth
 scene: rendered label maps, the depth of the scene rendered without an object, the poses.
 
-API (everything float32 on the CPU, +z up as in gsrender.synthetic):
+Outside the package because it uses the applications (gsrender.voda, gsrender.loc) and the trainer,
+which the library's gsrender.synthetic must not depend on. API (everything float32 on the CPU,
++z up as in gsrender.synthetic):
 
     ts = load_or_train(size="quick" | "full", seed=0, split="isolated", root="out/trained_scenes")
     ts.gt            GaussianModel with object_ids (0 background, 1..n_objects; object n_objects is

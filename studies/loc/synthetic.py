@@ -1,4 +1,4 @@
-"""SplitGS-Loc benchmark on hand-built rooms (docs/localization.md): seeded synthetic rooms with
+"""SplitGS-Loc benchmark on hand-built rooms (studies/loc/REPORT.md): seeded synthetic rooms with
 randomised layouts whose maps are degraded like a photometric 3DGS (large Gaussians where the
 texture is flat, gsrender.loc.room.degrade); SplitGS-Loc against its one-factor ablations
 (no_split, no_select, no_consistency), the all-off reference (plain) and two external baselines
@@ -7,7 +7,7 @@ triangulated (SfM-style, known poses) map. Queries near / between / beyond the t
 with an exposure change and noise. Sweeps the merge share (0 → 0.7); metrics are per room, then
 mean and 95 % t-interval over the evaluation rooms.
 
-    python benchmarks/loc_synthetic.py [--quick] [--json out.json] [--plots docs/images]
+    python studies/loc/synthetic.py [--quick] [--json out.json] [--plots docs/images]
 
 Every setting below is frozen before evaluation; EVAL_SEEDS were never used to choose anything
 (the thresholds were set on a fixed-layout room with one 20 cm merge scale, texture_corr on
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from gsrender.io import atomic

@@ -5,7 +5,7 @@ random unit 128-d descriptors clustered per view (so VLAD can tell views apart);
 noisy copies of points seen by views 0-2. Times are medians over `reps` queries; compare ratios,
 not absolute numbers, on a shared machine.
 
-    python benchmarks/loc_retrieval_scaling.py [--sizes 10000 100000 1000000] [--json out.json]
+    python studies/loc/retrieval_scaling.py [--sizes 10000 100000 1000000] [--json out.json]
         [--plot docs/images/loc_retrieval_scaling.png]
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from gsrender.io import atomic

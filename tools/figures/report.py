@@ -1,16 +1,16 @@
-"""Runs the benchmarks behind the figures in README.md and docs/, keeps each result in
-benchmarks/results/<name>.json with the machine it ran on (CPU model, the CPU instruction-set copy
-in use, cores, threads, load average before and after), the commit and the date, and renders the
-figure tables of the markdown files from those files.
+"""The document renderer: runs the benchmarks behind the figures in README.md and docs/, keeps
+each result in benchmarks/results/<name>.json with the machine it ran on (CPU model, the CPU
+instruction-set copy in use, cores, threads, load average before and after), the commit and the
+date, and renders the figure tables of the markdown files from those files.
 
-    python benchmarks/report.py                 # every benchmark but the long ones, the gallery's
-                                                # pictures (scripts/gallery_images.py), then render
-    python benchmarks/report.py --only cpu_targets,viewer
-    python benchmarks/report.py --only distributed_check,kernel_mutants   # long ones (also first_run,
-                                                # voda_trained, voda_flips, loc_trained)
-    python benchmarks/report.py --render        # render from benchmarks/results/ alone, no run
-    python benchmarks/report.py --quick         # small configs into out/bench-quick/; renders
-                                                # into memory only: checks that every table renders
+    python tools/figures/report.py                 # every benchmark but the long ones, the gallery's
+                                                   # pictures (scripts/gallery_images.py), then render
+    python tools/figures/report.py --only cpu_targets,viewer
+    python tools/figures/report.py --only distributed_check,kernel_mutants   # long ones (also first_run,
+                                                   # voda_trained, voda_flips, loc_trained)
+    python tools/figures/report.py --render        # render from benchmarks/results/ alone, no run
+    python tools/figures/report.py --quick         # small configs into out/bench-quick/; renders
+                                                   # into memory only: checks that every table renders
 
 A long benchmark (tens of minutes, or a fresh clone's first run) runs only when --only names it;
 `make bench` and --quick render its table from its results file. --quick also takes the results
@@ -22,14 +22,18 @@ time to results/bench_run.json.
 
 A table lives between `<!-- figures:begin NAME -->` and `<!-- figures:end NAME -->` in a markdown
 file; RENDERERS says which results file each one is made from. The first run and the application
-studies record their own machine, commit and date (their renderers: benchmarks/study_figures.py,
+studies record their own machine, commit and date (their renderers: tools/figures/study_figures.py,
 doc_tables.first_run_lines); build_profile*.json come from `make build-profile`.
+
+It lives in tools/figures/, not in benchmarks/: it measures nothing itself and only rewrites the
+documents from what the benchmarks (benchmarks/) and the studies (studies/) recorded, as the other
+developer tools in tools/ work on the project rather than measure it; doc_tables and study_figures
+beside it turn one results file each into a table.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -38,21 +42,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: the benchmarks package from this checkout
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: tools.figures and studies from this checkout
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import doc_tables
-from benchmarks.doc_tables import dash as _g
-from benchmarks.doc_tables import load
-from benchmarks.study_figures import RENDERERS as STUDY_RENDERERS
+from gsrender.bench.measure import machine
 from gsrender.io import atomic
 from gsrender.io.paths import data_dir
+from tools.figures import doc_tables
+from tools.figures.doc_tables import dash as _g
+from tools.figures.doc_tables import load
+from tools.figures.study_figures import RENDERERS as STUDY_RENDERERS
 
 RESULTS = ROOT / "benchmarks" / "results"
 DOCS = ("README.md", "docs/cpu.md", "docs/benchmarks.md", "docs/training.md", "docs/distributed.md",
-        "docs/gallery.md", "docs/cuda.md", "docs/testing.md", "docs/cameras.md", "docs/voda.md",
-        "docs/localization.md")
+        "docs/gallery.md", "docs/cuda_status.md", "docs/testing.md", "docs/cameras.md",
+        "studies/voda/REPORT.md", "studies/loc/REPORT.md")
 MARKER = re.compile(r"(<!-- figures:begin (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- figures:end (?P=name) -->)",
                     re.DOTALL)
 
@@ -111,28 +116,17 @@ BENCHES = {
     # trained scenes (their evaluation seeds; about an hour in all on 2 idle cores)
     "first_run": Bench(("benchmarks/first_run.py", "--out", "{out}/first_run.json"), None, "first_run.json",
                        long=True, recorded=True),
-    "voda_trained": Bench(("benchmarks/voda_trained.py", "--splits", "isolated", "occluding", "--out", "{out}"),
+    "voda_trained": Bench(("studies/voda/trained.py", "--splits", "isolated", "occluding", "--out", "{out}"),
                           None, "results.json", long=True, recorded=True),
-    "voda_flips": Bench(("benchmarks/voda_flips.py", "--out", "{out}", "2000", "2001"), None, "voda_flips.json",
+    "voda_flips": Bench(("studies/voda/flips.py", "--out", "{out}", "2000", "2001"), None, "voda_flips.json",
                         long=True, recorded=True),
-    "loc_trained": Bench(("benchmarks/loc_trained.py", "--out", "{out}"), None, "loc_trained.json",
+    "loc_trained": Bench(("studies/loc/trained.py", "--out", "{out}"), None, "loc_trained.json",
                          long=True, recorded=True),
 }
 
 
 # ---------------------------------------------------------------------------------------------
 # the machine
-
-
-def machine() -> dict:
-    """CPU model, the instruction-set copy gsrender's kernels run, cores, threads, load average."""
-    import torch
-
-    from gsrender import _C
-    from gsrender.sysinfo import cpu_model
-
-    return {"cpu": cpu_model(), "isa": _C.cpu_isa(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
-            "loadavg": [round(v, 2) for v in os.getloadavg()]}
 
 
 def _commit() -> str:
@@ -350,7 +344,7 @@ def _table(name: str, lines_of):
     def render(results: Path) -> str:
         r = load(results, name)
         if r is None:
-            how = f"python benchmarks/report.py --only {name}" if name in BENCHES else "make bench"
+            how = f"python tools/figures/report.py --only {name}" if name in BENCHES else "make bench"
             return f"(no results file: `{how}`)\n"
         return "\n".join([*lines_of(r), "", f"`{r['command']}`: {_where(r)}."]) + "\n"
     return render
@@ -491,7 +485,7 @@ def main(argv=None) -> int:
             if not drawn:
                 failed.append("gallery images")
             total = time.perf_counter() - t0  # bench_run.json: each step's wall seconds, the whole run's
-            write_result(results, "bench_run", "full", "python benchmarks/report.py", start, total,
+            write_result(results, "bench_run", "full", "python tools/figures/report.py", start, total,
                          {"walls_s": walls, "failed": failed, "total_s": round(total, 1)})
         print(f"benchmarks: {time.perf_counter() - t0:.0f} s; without a new result: {', '.join(failed) or 'none'}",
               file=sys.stderr)

@@ -1,10 +1,10 @@
 """VODA on trained 3DGS models: the baselines with and without VODA, on frozen geometry trained from
-images of a ground-truth room (gsrender.synthetic.trained), scored against the ground truth.
+images of a ground-truth room (studies.scenes), scored against the ground truth.
 
-    python benchmarks/voda_trained.py --quick --out out/voda_trained_quick    # CI size, <= 3 min
-    python benchmarks/voda_trained.py --out out/voda_trained 2000 2001 2002 2003 2004
-    python benchmarks/voda_trained.py --size full --splits isolated occluding --out DIR SEEDS...
-    python benchmarks/voda_trained.py --out DIR --resume A/results.partial.json B/... SEEDS...
+    python studies/voda/trained.py --quick --out out/voda_trained_quick    # CI size, <= 3 min
+    python studies/voda/trained.py --out out/voda_trained 2000 2001 2002 2003 2004
+    python studies/voda/trained.py --size full --splits isolated occluding --out DIR SEEDS...
+    python studies/voda/trained.py --out DIR --resume A/results.partial.json B/... SEEDS...
 
 Positional arguments are the scene seeds (default EVAL_SEEDS). Each (split, seed) scene is
 trained once and cached under --scenes (out/trained_scenes). Methods (PROTOCOL["methods"]):
@@ -33,16 +33,16 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import env_block, mean_ci95
+from gsrender.bench.measure import env_block, mean_ci95
 from gsrender.io import atomic
-from gsrender.synthetic import trained as T
 from gsrender.voda.baselines import VotingBaseline, make_baseline
 from gsrender.voda.evaluate import EvalViews, evaluate
 from gsrender.voda.loss import VodaConfig
 from gsrender.voda.metrics import contributions, expected_depth
 from gsrender.voda.train import frozen_views, project_views, train_features
+from studies import scenes as T
 
 # Seeds: the defaults below were chosen on TUNING_SEEDS only (--quick runs seed 0); the
 # evaluation seeds were never run before the defaults were frozen.
