@@ -253,6 +253,7 @@ def train(args, data: Dataset, out: Path, on_step=None, resume: dict | None = No
     if data.test:
         snapshot(trainer, data.test[0], out / "snapshots" / f"step_{trainer.step_count:06d}.png")
     model = trainer.model()  # gathers the shards under --distributed
+    n_final = trainer.total_gaussians()  # a collective under --distributed: every rank takes part
     if not trainer.is_main:
         return None
     ply = write_outputs(out, model, trainer.step_count, args, data)
@@ -266,7 +267,7 @@ def train(args, data: Dataset, out: Path, on_step=None, resume: dict | None = No
         "seconds_per_step_by_phase": {k: v / steps for k, v in trainer.phase_seconds.items()},
         "peak_rss_mb": _peak_rss_mb(),
         "resumed": resume is not None,
-        "gaussians_initial": n_init, "gaussians_final": trainer.total_gaussians(),
+        "gaussians_initial": n_init, "gaussians_final": n_final,
         "ply": str(ply), "train": res_train, "test": res_test,
         "image_size": [data.train[0].width, data.train[0].height],
         "views": {"train": [v.name for v in data.train], "test": [v.name for v in data.test]},
