@@ -71,7 +71,7 @@ def test_the_renderers_take_each_value_from_its_file(tmp_path):
 
 # the figures blocks each document must hold (one table each, rendered from its results file)
 DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targets"},
-              "docs/benchmarks.md": {"fps", "channels", "mipnerf360", "bench_run"},
+              "docs/benchmarks.md": {"fps", "channels", "mipnerf360", "bench_run", "real_bonsai"},
               "docs/training.md": {"train", "train_step", "train_threads"},
               "docs/distributed.md": {"distributed", "distributed_check"}, "docs/gallery.md": {"viewer"},
               "docs/cuda_status.md": {"kernel_cases", "kernel_mutants"},
@@ -92,6 +92,16 @@ def test_every_document_holds_its_tables_rendered_from_a_results_file():
                 if name not in PROSE_BLOCKS:
                     assert "|---" in found[name], f"{rel}: block {name} has no table"
                 assert "(no results file" not in found[name], f"{rel}: block {name}"
+
+
+def test_the_real_scene_table_takes_its_figures_from_the_record():
+    rec = json.loads((report.RESULTS / "real_bonsai.json").read_text())
+    text = report.RENDERERS["real_bonsai"](report.RESULTS)
+    r = rec["result"]
+    assert f"| {r['eval']['psnr']:.2f} | {r['eval']['ssim']:.3f} |" in text
+    assert f"{r['train']['gaussians_final']:,} Gaussians" in text and "32.18" in text
+    assert all(f"{p:.2f}" in text for _, p, *_ in r["train"]["psnr_curve"]["test"])
+    assert f"{r['sfm']['registered']} of {r['sfm']['photos']} photos" in text
 
 
 def _wrap(folder: Path, name: str, result: dict) -> None:
