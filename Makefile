@@ -21,7 +21,7 @@ export MAX_JOBS ?= $(shell nproc)
 # local build, every copy in CI (whose binaries must run on any x86-64).
 export GSRENDER_CPU_ISA_BUILD ?= $(if $(CI),all,native)
 
-.PHONY: setup setup-test build build-profile demo test bench bench-real browser lint clean
+.PHONY: setup setup-test build build-profile demo test test-fast bench bench-real browser lint clean
 
 # The build tools and torch (pinned: the project's dependency says only "torch").
 $(VENV)/.tools:
@@ -96,6 +96,11 @@ browser:
 
 test: build setup-test browser
 	$(PY) -m pytest -q
+
+# The inner loop: everything but the tests marked slow (builds of the SIMT driver, subprocess and
+# torchrun launches, the browser, benchmark smokes, SfM and the real-scene chain, study quick runs)
+test-fast: build setup-test
+	$(PY) -m pytest -q -m "not slow"
 
 # The benchmarks behind the figures in README.md and docs/: results in benchmarks/results/*.json
 # (machine, load, commit, date, wall time), the figure tables rewritten from them

@@ -13,6 +13,8 @@ import pytest
 from gsrender.cli.main import main
 from gsrender.io import paths
 
+pytestmark = pytest.mark.slow  # runs each benchmark's smoke configuration (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 needs_checkout = pytest.mark.skipif(not (BENCH / "fps.py").is_file(), reason="benchmarks folder missing")

@@ -91,6 +91,7 @@ def _render_fn(mode: str, sh_degree, **fixed):
     return f
 
 
+@pytest.mark.slow  # inductor compiles the whole render: ~20 s
 def test_compile_rasterize_fullgraph_matches_eager():
     f = _render_fn("sorted", 1)
     # inductor fuses the glue ops into its own vectorised code: float32 rounding differs from

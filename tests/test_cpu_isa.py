@@ -16,6 +16,8 @@ from gsrender import _C
 from gsrender.cli.info import info_dict
 from gsrender.cli.main import main
 
+pytestmark = pytest.mark.slow  # imports gsrender in a fresh process per instruction-set copy (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ("avx512", "avx2", "baseline")  # best first
 COPIES = _C.cpu_isa_copies()  # compiled into this build

@@ -27,6 +27,8 @@ sys.path.insert(0, str(HERE))
 import distributed_case as case
 import distributed_train_case as train_case
 
+pytestmark = pytest.mark.slow  # torchrun launches two processes per test (make test-fast leaves it out)
+
 WORLD = 2
 PEER_TIMEOUT_S = 30  # GSRENDER_DIST_TIMEOUT for the failure test
 

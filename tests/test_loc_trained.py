@@ -19,6 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 from studies.loc import trained as lt
 
+pytestmark = pytest.mark.slow  # trains the study's quick scenes (make test-fast leaves it out)
+
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):

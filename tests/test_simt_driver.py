@@ -23,6 +23,8 @@ import torch
 
 from gsrender.testing import check, make_cases
 
+pytestmark = pytest.mark.slow  # builds the kernel driver on the SIMT runtime (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ["csrc/cuda/kernels", "csrc/include", "tools/simt", "tools/kernel_driver"]
 # one case per kernel family, forward and backward, both Tensor Core precisions' MMA paths; the

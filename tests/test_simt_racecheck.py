@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds the SIMT runtime's race checker (make test-fast leaves it out)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 KERNEL = r"""

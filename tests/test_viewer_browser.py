@@ -19,6 +19,7 @@ from gsrender.views import render_view
 
 pytest.importorskip("viser")
 pytestmark = [
+    pytest.mark.slow,  # a headless browser (make test-fast leaves it out)
     pytest.mark.skipif(find_chromium() is None, reason="no headless Chromium (chromium, chromedriver, "
                        "selenium); `make test` installs them as root"),
     pytest.mark.skipif(not plant_path().is_file(), reason="data/plant/plant.splat is missing"),

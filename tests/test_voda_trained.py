@@ -16,6 +16,8 @@ from gsrender.voda.train import Streams
 from studies import scenes as T
 from studies.voda import trained as B
 
+pytestmark = pytest.mark.slow  # trains the study's quick scenes (make test-fast leaves it out)
+
 needs_plant = pytest.mark.skipif(not PLANT.exists(), reason="needs data/plant/plant.splat")
 
 
