@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -28,13 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    """gsrender.sysinfo's, loaded from its file: this script runs before the package is built."""
+    spec = importlib.util.spec_from_file_location("gsrender_sysinfo", ROOT / "gsrender" / "sysinfo.py")
+    sysinfo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sysinfo)
+    return sysinfo.cpu_model()
 
 
 def dir_bytes(path: Path) -> int:
