@@ -278,7 +278,12 @@ def strip_observations(sparse: Path) -> None:
     (sparse / "images.txt").write_text("\n".join(out) + "\n")
     pts = []
     for line in (sparse / "points3D.txt").read_text().splitlines():
-        pts.append(line if line.startswith("#") else " ".join(line.split()[:8]))
+        if line.startswith("#"):
+            pts.append(line)
+            continue
+        # 0.1 mm at a metre's scale and 0.01 px are below what SfM resolves: half the file's size
+        pid, x, y, z, r, g, b, err = line.split()[:8]
+        pts.append(f"{pid} {float(x):.4f} {float(y):.4f} {float(z):.4f} {r} {g} {b} {float(err):.2f}")
     (sparse / "points3D.txt").write_text("\n".join(pts) + "\n")
 
 
