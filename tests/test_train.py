@@ -144,16 +144,21 @@ def test_densify_clones_small_splits_large_prunes_transparent():
     tr.opt.step()
 
 
-def test_densify_respects_cap_and_prunes_large():
+@pytest.mark.parametrize("screen_radius, kept", [(None, [0, 1, 5, 1]), (20.0, [0, 1, 1])])
+def test_densify_respects_cap_and_prunes_large(screen_radius, kept):
+    """World-size pruning always; screen-size pruning only when asked (the original code's
+    prune on screen size never fires, see DensifyConfig.max_screen_radius)."""
     tr = _toy_trainer()
     tr.stats.accum[:] = torch.tensor([1e-3, 5e-3, 0, 0, 0, 0])
     tr.stats.denom[:] = 1
     tr.stats.max_radii[5] = 100.0  # huge on screen
-    ev, _, _ = densify_and_prune(tr.params, tr.opt, tr.stats, DensifyConfig(max_gaussians=7), tr.extent,
-                              prune_large=True, ids=tr.ids)
+    cfg = DensifyConfig(max_gaussians=7, max_screen_radius=screen_radius)
+    ev, _, _ = densify_and_prune(tr.params, tr.opt, tr.stats, cfg, tr.extent, prune_large=True,
+                                 ids=tr.ids)
     assert ev["cloned"] == 1 and ev["split"] == 0  # one slot: the larger gradient (index 1) wins
-    assert ev["pruned_large"] >= 3  # 2, 3 (world size 0.37 > 0.1·2) and 5 (screen)
-    assert tr.params["sh_dc"][:, 0, 0].tolist() == [0, 1, 1]
+    # 2, 3 (world size 0.37 > 0.1·2), and 5 (screen) when screen-size pruning is on
+    assert ev["pruned_large"] == 2 + (screen_radius is not None)
+    assert tr.params["sh_dc"][:, 0, 0].tolist() == kept
 
 
 def test_opacity_reset_zeroes_moments():

@@ -25,7 +25,13 @@ class DensifyConfig:
     grad_threshold: float = 2e-4  # mean NDC gradient norm that marks under-reconstruction
     percent_dense: float = 0.01  # clone when max scale <= this · extent, else split
     min_opacity: float = 0.005  # prune below
-    max_screen_radius: float = 20.0  # pixels; prune larger (after the first opacity reset)
+    # pixels; prune Gaussians whose screen radius exceeded this since the last densification
+    # (after the first opacity reset). None: never. The original code names 20 px, but its
+    # densification_postfix zeroes max_radii2D before the prune reads it, so it never prunes on
+    # screen size; gsplat's default (refine_scale2d_stop_iter = 0) is off too. Turned on, it
+    # removes every large background Gaussian a close-up view sees, every 100 steps: on the real
+    # bonsai at 7000 steps it cost several dB held-out (docs/training.md).
+    max_screen_radius: float | None = None
     max_world_scale: float = 0.1  # · extent; prune larger (after the first opacity reset)
     max_gaussians: int = 150_000  # growth stops at this count (CPU speed)
     reset_opacity: float = 0.01  # opacity reset clamps every opacity to at most this
@@ -134,9 +140,10 @@ def densify_and_prune(params: dict, opt: torch.optim.Adam, stats: GradStats, cfg
         drop = parent | transparent
         large = torch.zeros_like(drop)
         if prune_large:
-            radii = torch.cat([stats.max_radii, stats.max_radii.new_zeros(n_new)])
-            large = (radii > cfg.max_screen_radius) | \
-                (params["log_scales"].exp().amax(-1) > cfg.max_world_scale * extent)
+            large = params["log_scales"].exp().amax(-1) > cfg.max_world_scale * extent
+            if cfg.max_screen_radius is not None:
+                radii = torch.cat([stats.max_radii, stats.max_radii.new_zeros(n_new)])
+                large |= radii > cfg.max_screen_radius
             large &= ~drop
             drop |= large
         optim.keep_rows(opt, params, ~drop)

@@ -80,6 +80,9 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
     p.add_argument("--ssim-lambda", type=float, default=0.2)
     p.add_argument("--max-gaussians", type=int, default=150_000)
     p.add_argument("--grad-threshold", type=float, default=2e-4)
+    p.add_argument("--prune-screen-radius", type=float, default=None, metavar="PX",
+                   help="also prune Gaussians drawn larger than PX pixels in radius (after the "
+                        "first opacity reset; default: never, as the original code in effect)")
     p.add_argument("--densify-every", type=int, default=100, help="views between densifications")
     p.add_argument("--densify-from", type=float, default=0.05, help="fraction of the schedule")
     p.add_argument("--densify-until", type=float, default=0.5, help="fraction of the schedule")
@@ -123,7 +126,8 @@ def build_parser(prog: str = "gsrender train") -> argparse.ArgumentParser:
 
 def _config(args) -> TrainConfig:
     steps = args.steps if args.steps is not None or args.minutes is not None else DEFAULT_STEPS
-    dcfg = DensifyConfig(grad_threshold=args.grad_threshold, max_gaussians=args.max_gaussians)
+    dcfg = DensifyConfig(grad_threshold=args.grad_threshold, max_gaussians=args.max_gaussians,
+                         max_screen_radius=args.prune_screen_radius)
     return TrainConfig(steps=steps, minutes=args.minutes, schedule_steps=args.schedule_steps,
                        sh_degree=args.sh_degree, ssim_lambda=args.ssim_lambda,
                        background=args.background, densify=dcfg,
