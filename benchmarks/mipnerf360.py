@@ -5,7 +5,7 @@
 
 Real data: ROOT/<scene>/{sparse/0, images_2, images_4} (the Mip-NeRF 360 release, or a scene made
 by `gsrender prepare`) and the trained models DIR/<scene>/point_cloud/iteration_30000/point_cloud.ply
-(3DGS's layout; else the latest iteration, else `gsrender train`'s DIR/<scene>/point_cloud.ply).
+(3DGS's layout, which `gsrender train` writes too; else the latest iteration).
 Every scene of bicycle, flowers, garden, stump, treehill (outdoor, images_4) and room, counter,
 kitchen, bonsai (indoor, images_2) that is present (or any scene --scenes names) is evaluated on its
 test views: every 8th image sorted by name, as 3DGS's --eval does, with the intrinsics scaled to the
@@ -119,7 +119,6 @@ def default_images(name: str, prepared: bool) -> str:
 
 def real_scenes(data: Path, models: Path, names: list[str], bg_color: torch.Tensor,
                 max_views: int | None, images: str | None = None) -> list[SceneData]:
-    from gsrender.io import load_ply
     from gsrender.io.mipnerf360 import load_mipnerf360_scene
     from gsrender.sfm.manifest import read_manifest
 
@@ -135,11 +134,9 @@ def real_scenes(data: Path, models: Path, names: list[str], bg_color: torch.Tens
         d = load_mipnerf360_scene(data / name, folder, split="test", model_root=models / name,
                                   iteration=ITERATION)
         model = d["model"]
-        if model is None and (models / name / "point_cloud.ply").is_file():  # `gsrender train --out`
-            model = load_ply(models / name / "point_cloud.ply")
         if model is None:
-            print(f"[mipnerf360] {name}: no point_cloud/iteration_*/point_cloud.ply or point_cloud.ply "
-                  f"under {models / name}; skipped", file=sys.stderr)
+            print(f"[mipnerf360] {name}: no point_cloud/iteration_*/point_cloud.ply under "
+                  f"{models / name}; skipped", file=sys.stderr)
             continue
         if not d["cameras"]:
             raise ValueError(f"{name}: no test view (every 8th photo) among the registered ones")

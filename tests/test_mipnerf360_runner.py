@@ -143,13 +143,14 @@ UNREGISTERED = "P03.png"  # listed in the manifest, absent from sparse/0 and ima
 
 def _prepared(tmp_path: Path) -> tuple[Path, Path, torch.Tensor]:
     """data/bonsai in `gsrender prepare`'s layout (images, images_2, sparse/0, prepare.json) and
-    the model in `gsrender train`'s layout (models/bonsai/point_cloud.ply)."""
+    the model in the layout `gsrender train` writes (models/bonsai/point_cloud/iteration_7000/)."""
     W, H = 120, 88
     data, models = tmp_path / "data", tmp_path / "models"
     model = S.make_scene(600, n_objects=3, seed=5, sh_degree=1)
-    (models / "bonsai").mkdir(parents=True)
-    save_ply(models / "bonsai" / "point_cloud.ply", model)
-    model = load_ply(models / "bonsai" / "point_cloud.ply")
+    ply = models / "bonsai" / "point_cloud" / "iteration_7000" / "point_cloud.ply"
+    ply.parent.mkdir(parents=True)
+    save_ply(ply, model)
+    model = load_ply(ply)
     vms, Ks = S.orbit_cameras(len(PHOTOS), 4.0, 1.5, width=W, height_px=H)
     cams = [Camera(n, W, H, Ks[i], vms[i]) for i, n in enumerate(PHOTOS) if n != UNREGISTERED]
     scene = data / "bonsai"
@@ -179,7 +180,7 @@ def test_prepared_scene_holds_out_every_8th_photo_of_the_manifest(tmp_path):
     # renders rounded to 8 bits as the PNG photos were: (nearly) identical, far above the ~59 dB
     # that float renders against 8-bit photos give
     assert r["quantized_8bit"] and all(v["psnr"] > 65.0 for v in r["views"]), r["views"]
-    assert r["ply"].endswith("bonsai/point_cloud.ply") and r["fps"] > 0
+    assert r["ply"].endswith("bonsai/point_cloud/iteration_7000/point_cloud.ply") and r["fps"] > 0
     strip = iio.imread(r["strip"])
     assert Path(r["strip"]) == out / "bonsai_strip.png" and strip.shape[:2] == (2 * 88, 3 * 120)
     md = (out / "results.md").read_text()
