@@ -71,7 +71,8 @@ def test_the_renderers_take_each_value_from_its_file(tmp_path):
 
 # the figures blocks each document must hold (one table each, rendered from its results file)
 DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targets"},
-              "docs/benchmarks.md": {"fps", "channels", "mipnerf360", "bench_run", "real_bonsai"},
+              "docs/benchmarks.md": {"fps", "channels", "mipnerf360", "bench_run", "real_bonsai",
+                                     "real_bonsai_factors"},
               "docs/training.md": {"train", "train_step", "train_threads"},
               "docs/distributed.md": {"distributed", "distributed_check"}, "docs/gallery.md": {"viewer"},
               "docs/cuda_status.md": {"kernel_cases", "kernel_mutants"},
@@ -79,7 +80,8 @@ DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targ
               "studies/voda/REPORT.md": {"voda_trained", "voda_flips"},
               "studies/loc/REPORT.md": {"loc_trained"}}
 PROSE_BLOCKS = {"applications"}  # lines of text, not a table
-RESULTS_OF = {"mipnerf360": "mipnerf360_synthetic", "readme": "cpu_targets", "applications": "voda_trained"}
+RESULTS_OF = {"mipnerf360": "mipnerf360_synthetic", "readme": "cpu_targets", "applications": "voda_trained",
+              "real_bonsai_factors": "real_bonsai"}
 
 
 def test_every_document_holds_its_tables_rendered_from_a_results_file():
@@ -102,6 +104,16 @@ def test_the_real_scene_table_takes_its_figures_from_the_record():
     assert f"{r['train']['gaussians_final']:,} Gaussians" in text and "32.18" in text
     assert all(f"{p:.2f}" in text for _, p, *_ in r["train"]["psnr_curve"]["test"])
     assert f"{r['sfm']['registered']} of {r['sfm']['photos']} photos" in text
+
+
+def test_the_real_scene_factor_rows_come_from_each_record():
+    text = report.RENDERERS["real_bonsai_factors"](report.RESULTS)
+    for path in [report.RESULTS / "real_bonsai.json", *sorted(report.RESULTS.glob("real_bonsai_*.json"))]:
+        rec = json.loads(path.read_text())
+        r = rec["result"]
+        assert f"| {r['eval']['psnr']:.2f} / {r['eval']['ssim']:.3f} | {r['train']['gaussians_final']:,} | " \
+            f"{rec['commit'][:12]}" in text, path.name
+    assert text.count("\n| ") == 1 + len(list(report.RESULTS.glob("real_bonsai_*.json")))  # data rows
 
 
 def _wrap(folder: Path, name: str, result: dict) -> None:

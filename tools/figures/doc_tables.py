@@ -235,6 +235,22 @@ def first_run_lines(r: dict) -> list[str]:
 # a real scene from photos (benchmarks/real_scene.py)
 
 
+def real_factor_lines(recs: list[tuple[str, dict]]) -> list[str]:
+    """One row per record of a one-factor comparison on a real scene: (label, record) pairs, the
+    held-out PSNR at each evaluation, the final metrics and the Gaussian count."""
+    steps = sorted({s for _, rec in recs for s, *_ in rec["result"]["train"]["psnr_curve"]["test"]})
+    lines = ["| training | " + " | ".join(f"{s:,}" for s in steps) + " | held-out PSNR / SSIM (8-bit) "
+             "| Gaussians | run |",
+             "|---|" + "---|" * len(steps) + "---|---|---|"]
+    for label, rec in recs:
+        r = rec["result"]
+        curve = dict((s, v) for s, v, *_ in r["train"]["psnr_curve"]["test"])
+        lines.append(f"| {label} | " + " | ".join(dash(curve.get(s), ".2f") for s in steps)
+                     + f" | {r['eval']['psnr']:.2f} / {r['eval']['ssim']:.3f} | "
+                     f"{r['train']['gaussians_final']:,} | {rec['commit'][:12]}, {rec['date']} |")
+    return lines
+
+
 def real_scene_lines(rec: dict) -> list[str]:
     """Our held-out metrics beside the published ones, then SfM, training by phase and the
     held-out PSNR curve."""

@@ -407,6 +407,21 @@ def render_first_run(results: Path) -> str:
     return "\n".join(doc_tables.first_run_lines(r)) + "\n"
 
 
+def render_real_factors(results: Path) -> str:
+    """The real scene's one-factor rows: `make bench-real` as it is, then each record of a run
+    that changed one factor (real_bonsai_*.json, its `one_factor` says which)."""
+    main_rec = load(results, "real_bonsai")
+    if main_rec is None:
+        return "(no results file: `make bench-real`)\n"
+    recs = [("`--preset 3dgs` (screen-size pruning off)", main_rec)]
+    for path in sorted(results.glob("real_bonsai_*.json")):
+        rec = json.loads(path.read_text())
+        recs.append((rec["one_factor"].split(":")[0], rec))
+    notes = [f"{path.name}: {json.loads(path.read_text())['one_factor']}."
+             for path in sorted(results.glob("real_bonsai_*.json"))]
+    return "\n".join([*doc_tables.real_factor_lines(recs), "", *notes]) + "\n"
+
+
 def _result(lines_of):
     """lines_of(the benchmark's own JSON), for _table."""
     return lambda r: lines_of(r["result"])
@@ -428,6 +443,7 @@ RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_
              "bench_run": _table("bench_run", _bench_run_lines),
              # a real scene from photos: `make bench-real` (scripts/bench_real.sh) writes it
              "real_bonsai": _table("real_bonsai", doc_tables.real_scene_lines),
+             "real_bonsai_factors": render_real_factors,
              **STUDY_RENDERERS}
 
 
