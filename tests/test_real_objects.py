@@ -83,3 +83,13 @@ def test_the_committed_bonsai_boxes_are_what_their_annotations_carve():
     top_of_table = table.centre @ up + table.half[2]
     bottom_of_bonsai = bonsai.centre @ up - bonsai.half[2]
     assert abs(top_of_table - bottom_of_bonsai) < 0.3 * 2 * bonsai.half[2]
+
+
+def test_a_gaussian_in_two_boxes_belongs_to_the_first():
+    from studies.voda.real import object_ids
+
+    eye = np.eye(3)
+    boxes = {"pot": R.Box3D(np.zeros(3), eye, np.full(3, 1.0)),
+             "table": R.Box3D(np.array([0.0, 0.0, -1.5]), eye, np.array([2.0, 2.0, 1.0]))}
+    means = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, -0.8], [0.0, 0.0, -2.0], [5.0, 0.0, 0.0]])
+    assert object_ids(means, boxes).tolist() == [1, 1, 2, 0]

@@ -65,6 +65,21 @@ def render_voda_flips(results: Path) -> str:
             f"{res['env']['commit'][:12]}, {res['env']['time']}.\n")
 
 
+def render_voda_real_premise(results: Path) -> str:
+    """studies/voda/REPORT.md: the real bonsai model's objects and hidden shares (studies/voda/real.py)."""
+    rec = load(results, "voda_real_premise")
+    if rec is None:
+        return _missing("voda_real_premise")
+    r = rec["result"]
+    lines = ["| Gaussians of | count | hidden share |", "|---|---|---|"]
+    for name, row in r["objects"].items():
+        share = "–" if row["hidden_share"] is None else f"{100 * row['hidden_share']:.3f} %"
+        lines.append(f"| {'the whole model' if name == 'all' else name} | {row['gaussians']:,} | {share} |")
+    return "\n".join(lines) + (f"\n\nHidden: rendered weight summed over the {r['views']} training views "
+                               f"under {r['hidden_rel']:g} × the median Gaussian's. `{rec['command']}`: "
+                               f"{rec['machine'].get('cpu', '?')}, commit {rec['commit']}, {rec['date']}.\n")
+
+
 def _voda_line(res: dict) -> str:
     s = res["summary"]
     d = s["delta"]
@@ -97,5 +112,6 @@ def render_applications(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-RENDERERS = {"voda_trained": render_voda, "voda_flips": render_voda_flips, "loc_trained": render_loc,
+RENDERERS = {"voda_trained": render_voda, "voda_flips": render_voda_flips,
+             "voda_real_premise": render_voda_real_premise, "loc_trained": render_loc,
              "applications": render_applications}
