@@ -3,9 +3,10 @@ toolkit and a CUDA build of torch), or when FORCE_CUDA=1 asks for them without a
 compile-check them: they take most of the build). GSRENDER_NO_CUDA=1 forces a CPU-only build.
 
 GSRENDER_CPU_ISA_BUILD chooses the CPU kernels' instruction-set copies (csrc/cpu/isa.h): `all`
-(the default: AVX-512, AVX2 and baseline, for wheels and CI, which run on any x86-64) or `native`
-(this machine's best copy and the baseline one: a third less to compile; the Makefile's default
-outside CI)."""
+(the default: AVX-512, AVX2 and baseline, for wheels and CI, which run on any x86-64), `native`
+(this machine's best copy and the baseline one) or `host` (this machine's best copy alone: half
+the kernels of `native` to compile; the Makefile's default outside CI, for a first build that
+runs here)."""
 import glob
 import logging
 import os
@@ -65,14 +66,15 @@ def _host_isa() -> str:
 def _isa_macros() -> tuple[list, str]:
     """The defines that leave copies out (csrc/cpu/isa.h), and the copies built, for the log."""
     choice = os.environ.get("GSRENDER_CPU_ISA_BUILD", "all")
-    if choice not in ("all", "native"):
-        raise SystemExit(f"GSRENDER_CPU_ISA_BUILD must be all or native, got {choice!r}")
-    host = _host_isa() if choice == "native" else "all"
+    if choice not in ("all", "native", "host"):
+        raise SystemExit(f"GSRENDER_CPU_ISA_BUILD must be all, native or host, got {choice!r}")
+    host = "all" if choice == "all" else _host_isa()
     if host in ("all", "unknown"):  # (unknown: not Linux; every copy, as for `all`)
         return [], "avx512 + avx2 + baseline"
-    left_out = [isa for isa in ("avx512", "avx2") if isa != host]
+    kept = {host, "baseline"} if choice == "native" else {host}
+    left_out = [isa for isa in ("avx512", "avx2", "baseline") if isa not in kept]
     return ([(f"GSR_CPU_ISA_NO_{isa.upper()}", "1") for isa in left_out],
-            " + ".join(isa for isa in ("avx512", "avx2", "baseline") if isa not in left_out))
+            " + ".join(isa for isa in ("avx512", "avx2", "baseline") if isa in kept))
 
 
 def _extension():

@@ -311,7 +311,7 @@ def data_dir() -> Path:
 # ------------------------------------------------------------------- CPU kernels' ISA copies
 
 # The CPU kernels are compiled for AVX-512F+VL, AVX2+FMA and baseline x86-64 (csrc/cpu/isa.h; a
-# GSRENDER_CPU_ISA_BUILD=native build: the host's copy and the baseline one); the suite runs on the
+# GSRENDER_CPU_ISA_BUILD=host build: the host's copy alone, =native: it and the baseline one); the suite runs on the
 # active one (the best this CPU runs, or GSRENDER_CPU_ISA's). Tests marked @every_cpu_isa, a
 # representative subset of the rasterizer / projection / SH / binning / weight_stats / contributors
 # correctness tests, run once per copy the build has and this CPU runs (the active one first), so

@@ -36,7 +36,9 @@ bool built(Isa isa) {
 #ifdef GSR_CPU_ISA_AVX2
     case Isa::avx2: return true;
 #endif
+#ifdef GSR_CPU_ISA_BASELINE
     case Isa::baseline: return true;
+#endif
     default: return false;
   }
 }
@@ -69,6 +71,11 @@ std::vector<Isa> runnable_isas() {
   std::vector<Isa> out;
   for (Isa i : built_isas())
     if (cpu_runs(i)) out.push_back(i);
+  // a build of the host's copy alone (GSRENDER_CPU_ISA_BUILD=host) moved to a CPU without it
+  if (out.empty())
+    throw std::runtime_error("this build has only the " + name_list(built_isas()) +
+                             " kernels, which this CPU cannot run: rebuild here, or with "
+                             "GSRENDER_CPU_ISA_BUILD=all (every copy)");
   return out;
 }
 

@@ -3,9 +3,10 @@
 // and baseline x86-64 (SSE2), and each call runs the copy of the active ISA: the best this CPU runs,
 // unless GSRENDER_CPU_ISA (read when the extension loads) or set_cpu_isa() chose another. An ISA
 // the CPU cannot run is refused with an error saying what it does run; it is never executed.
-// A build may leave out the AVX-512 or AVX2 copy (GSR_CPU_ISA_NO_AVX512 / GSR_CPU_ISA_NO_AVX2,
-// which setup.py defines for GSRENDER_CPU_ISA_BUILD=native: the host's copy and the baseline one
-// only, a third less to compile); choosing a copy left out is refused the same way.
+// A build may leave copies out (GSR_CPU_ISA_NO_AVX512 / _NO_AVX2 / _NO_BASELINE), which setup.py
+// defines for GSRENDER_CPU_ISA_BUILD=native (the host's copy and the baseline one) and =host (the
+// host's copy alone: what a first build on a workstation needs, half the kernels to compile);
+// choosing a copy left out is refused the same way.
 //
 // Unlike GCC's target_clones (an ifunc the loader resolves once), the choice can change between
 // calls, so the test suite runs the same kernels under every ISA the machine has.
@@ -29,7 +30,8 @@ namespace cpu {
 enum class Isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
 
 const char* isa_name(Isa isa);
-// The ISAs this CPU and OS can run and this build compiled, best first (baseline always).
+// The ISAs this CPU and OS can run and this build compiled, best first (never empty: loading
+// the extension fails with a clear error when it would be).
 std::vector<Isa> runnable_isas();
 // The ISA dispatch runs now.
 Isa active_isa();
@@ -37,7 +39,7 @@ Isa active_isa();
 // pick a 16-float instantiation at run time; in the other copies such vectors would be emulated
 // as 2 (AVX2) or 4 (SSE2) registers each, so they keep 8-float ones.
 inline bool wide_vectors(Isa isa) { return isa == Isa::avx512; }
-// The copies this build compiled, best first (baseline always).
+// The copies this build compiled, best first.
 std::vector<Isa> built_isas();
 // name: "auto" (the best runnable), "avx512", "avx2" or "baseline". Throws std::invalid_argument
 // for another name, std::runtime_error for an ISA this CPU cannot run or this build left out (the
@@ -75,11 +77,14 @@ template <class F>
   f();
 }
 #endif
+#ifndef GSR_CPU_ISA_NO_BASELINE
+#define GSR_CPU_ISA_BASELINE 1
 // The baseline copy is flattened too, so the three differ in instruction set only.
 template <class F>
 [[gnu::flatten, gnu::noinline]] void run_baseline(const F& f) {
   f();
 }
+#endif
 #endif
 }  // namespace detail
 
@@ -94,8 +99,10 @@ inline void dispatch(const F& f) {
 #ifdef GSR_CPU_ISA_AVX2
     case Isa::avx2: return detail::run_avx2(f);
 #endif
+#ifdef GSR_CPU_ISA_BASELINE
     case Isa::baseline: return detail::run_baseline(f);
-#if !defined(GSR_CPU_ISA_AVX512) || !defined(GSR_CPU_ISA_AVX2)
+#endif
+#if !defined(GSR_CPU_ISA_AVX512) || !defined(GSR_CPU_ISA_AVX2) || !defined(GSR_CPU_ISA_BASELINE)
     default: break;  // a copy this build left out: never active (set_cpu_isa refuses it)
 #endif
   }
