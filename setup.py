@@ -10,6 +10,7 @@ runs here)."""
 import glob
 import logging
 import os
+import re
 
 from setuptools import find_packages, setup
 
@@ -77,10 +78,21 @@ def _isa_macros() -> tuple[list, str]:
             " + ".join(isa for isa in ("avx512", "avx2", "baseline") if isa in kept))
 
 
+# The CPU ops' torch glue compiled as one translation unit (torch's headers parsed once, not once
+# per glue file): the files it includes are not compiled on their own.
+UNITY = os.path.join(ROOT, "csrc", "cpu", "ops_unity.cpp")
+
+
+def _unity_members(unity: str) -> set:
+    with open(unity) as f:
+        names = re.findall(r'^#include "([^"/]+\.cpp)"', f.read(), re.M)
+    return {os.path.join(os.path.dirname(unity), n) for n in names}
+
+
 def _extension():
     rel = lambda paths: sorted(os.path.relpath(p, ROOT) for p in paths)  # noqa: E731
     sources = rel(glob.glob(os.path.join(ROOT, "csrc", "*.cpp")))
-    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))
+    sources += rel(set(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp"))) - _unity_members(UNITY))
     include_dirs = [os.path.join(ROOT, "csrc", "include")]
     # -ffp-contract=off: no ISA copy of the CPU kernels fuses a product and a sum on its own, so every
     # copy computes the baseline (SSE2) copy's float bits, and the 8-lane kernels (csrc/cpu/
