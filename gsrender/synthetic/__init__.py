@@ -23,7 +23,7 @@ rigs       hemisphere rings, forward trajectories, project_points
 application studies' trained-model scenes too: studies/scenes.py, outside the package.)
 """
 from gsrender.cameras import WORLD_UP, cameras_from_json, cameras_to_json, intrinsics, look_at, orbit_cameras
-from gsrender.reference import quat_to_rotmat
+from gsrender.geometry import quat_to_rotmat
 from gsrender.synthetic.garden import garden_scene
 from gsrender.synthetic.gaussians import quat_multiply, random_quats
 from gsrender.synthetic.rigs import forward_trajectory, hemisphere_rings, project_points
