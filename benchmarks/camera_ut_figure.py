@@ -30,7 +30,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gsrender import distortion, ops, projection, reference
+from gsrender import distortion, geometry, ops, projection
+from gsrender.ewa import screen_gaussians
 from gsrender.io import atomic
 
 F64 = torch.float64
@@ -82,9 +83,8 @@ def ewa(means, covars, viewmats, Ks, size, coeffs):
     cov = J @ covars @ J.transpose(-1, -2)
     cov2d = torch.stack([cov[:, 0, 0], cov[:, 0, 1], cov[:, 1, 1]], -1)[None]
     keep = torch.ones(1, means.shape[0], dtype=torch.bool)
-    out = reference.screen_gaussians(m2d, cov2d, means[None, :, 2], keep,
-                                     torch.ones(means.shape[0], dtype=F64), size, size, EPS2D,
-                                     0.0, False)
+    out = screen_gaussians(m2d, cov2d, means[None, :, 2], keep,
+                           torch.ones(means.shape[0], dtype=F64), size, size, EPS2D, 0.0, False)
     return out["means2d"], out["conics"]
 
 
@@ -149,7 +149,7 @@ def cov_of(conics):
 
 def run(size: int, n: int) -> tuple[dict, dict]:
     means, quats, scales = scene()
-    covars = reference.covariances(quats, scales)
+    covars = geometry.covariances(quats, scales)
     result = {"size": size, "samples_per_gaussian": n, "kernel_px2": KERNEL_VAR,
               "gaussians": [{"theta_deg": t, "azimuth_deg": p, "distance": d, "scales": list(s)}
                             for t, p, d, s in GAUSSIANS], "lenses": []}

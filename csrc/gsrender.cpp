@@ -11,6 +11,7 @@
 #include "cpu/gaussian_checks.h"
 #include "cpu/host_blocks.h"
 #include "cpu/isa.h"
+#include "gsrender/camera.h"
 #include "gsrender/common.h"
 #include "gsrender/raster_plan.h"
 #include "gsrender/validation.h"
@@ -62,12 +63,14 @@ PyObject* py_install_host_allocator(PyObject*, PyObject*) {
   return PyBool_FromLong(gsrender::install_host_allocator());
 }
 
-// The rendering contract's thresholds (gsrender/common.h): Python's float64 reference and the
-// tests read them here, so each threshold has one definition.
+// The rendering contract's thresholds (gsrender/common.h) and the rasterizer's channel limit
+// (gsrender/raster_plan.h): Python's float64 reference and the tests read them here, so each
+// has one definition.
 PyObject* py_contract(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:d,s:d,s:d,s:d}", "alpha_min", gsrender::kAlphaMin, "alpha_min_inv",
+  return Py_BuildValue("{s:d,s:d,s:d,s:d,s:L}", "alpha_min", gsrender::kAlphaMin, "alpha_min_inv",
                        gsrender::kAlphaMinInv, "alpha_max", gsrender::kAlphaMax,
-                       "transmittance_min", gsrender::kTransmittanceMin);
+                       "transmittance_min", gsrender::kTransmittanceMin, "max_raster_channels",
+                       static_cast<long long>(gsrender::kMaxRasterChannels));
 }
 
 // The rasterize plan's names (gsrender/raster_plan.h), indexed by the enums' values: Python's
@@ -84,6 +87,15 @@ PyObject* py_raster_kernels(PyObject*, PyObject*) {
 
 PyObject* py_raster_precisions(PyObject*, PyObject*) {
   return names_list(gsrender::kRasterPrecisionNames, gsrender::kNumRasterPrecisions);
+}
+
+PyObject* py_raster_modes(PyObject*, PyObject*) {
+  return names_list(gsrender::kRasterModeNames, gsrender::kNumRasterModes);
+}
+
+// The projection's lens models (gsrender/camera.h), by the op's camera_model value.
+PyObject* py_camera_models(PyObject*, PyObject*) {
+  return names_list(gsrender::kCameraModelNames, gsrender::kNumCameraModels);
 }
 
 PyObject* py_raster_plan_fields(PyObject*, PyObject*) {
@@ -158,11 +170,16 @@ PyObject* py_set_call_validation(PyObject*, PyObject* arg) {
 
 PyMethodDef methods[] = {
     {"contract", py_contract, METH_NOARGS,
-     "contract() -> dict: the alpha cut (and its reciprocal), alpha clamp and transmittance stop"},
+     "contract() -> dict: the alpha cut (and its reciprocal), alpha clamp, transmittance stop "
+     "and the rasterizer's channel limit"},
     {"raster_kernels", py_raster_kernels, METH_NOARGS,
      "raster_kernels() -> list[str]: the rasterize kernels' names, by the plan's values"},
     {"raster_precisions", py_raster_precisions, METH_NOARGS,
      "raster_precisions() -> list[str]: the precision strings rasterize_fwd takes"},
+    {"raster_modes", py_raster_modes, METH_NOARGS,
+     "raster_modes() -> list[str]: rasterize's modes, by the op's mode value"},
+    {"camera_models", py_camera_models, METH_NOARGS,
+     "camera_models() -> list[str]: the projection's lens models, by the op's camera_model value"},
     {"raster_plan_fields", py_raster_plan_fields, METH_NOARGS,
      "raster_plan_fields() -> list[str]: the entries of rasterize's plan tensor, in order"},
     {"plan_raster", py_plan_raster, METH_VARARGS,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from gsrender import validate as V
-from gsrender.ops import CAMERA_MODELS
+from gsrender.contract import CAMERA_MODELS
 
 # the coefficient tensors each lens model takes, with their widths (gsplat's layout: radial
 # k1..k6 for pinhole, k1..k4 for fisheye; tangential p1 p2; thin prism s1..s4)

@@ -8,11 +8,12 @@ import torch
 
 from gsrender import _C  # loads the library: op schemas and kernels
 from gsrender import validate as V
-from gsrender.contract import CAMERA_MODELS
+from gsrender.contract import CAMERA_MODELS, MODES
 
 _ops = torch.ops.gsrender
 
-SORTED, WEIGHTED = 0, 1
+# rasterize's mode values (contract.MODES holds the names, by value)
+SORTED, WEIGHTED = MODES.index("sorted"), MODES.index("weighted")
 # rasterize_fwd's precision strings and the kernels its launch plan names, by the plan's values
 # (RasterPrecision / RasterKernel in csrc/include/gsrender/raster_plan.h, read from there).
 PRECISIONS = tuple(_C.raster_precisions())

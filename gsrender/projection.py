@@ -1,10 +1,10 @@
 """Which projection a render call runs (docs/cameras.md): the projection op (EWA, quats +
 scales; CPU and CUDA kernels) by default, the PyTorch EWA projection of covariance matrices for
-covars=, and the unscented transform through lens distortion for with_ut=True. Each returns
+covars= (gsrender/ewa.py), and the unscented transform through lens distortion for with_ut=True. Each returns
 ops.project's outputs, so binning and rasterization do not depend on the choice."""
 from __future__ import annotations
 
-from gsrender import distortion, ops, reference, unscented
+from gsrender import distortion, ewa, ops, unscented
 
 DISTORTION_ARGUMENTS = ("radial_coeffs", "tangential_coeffs", "thin_prism_coeffs")
 
@@ -33,7 +33,6 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
         if covars is None:
             return ops.project(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d,
                                near_plane, far_plane, radius_clip, antialiased, camera_model)
-        out = reference.project_covariances(means, covars, opacities, viewmats, Ks, width, height,
-                                            eps2d, near_plane, far_plane, radius_clip,
-                                            antialiased, camera_model)
+        out = ewa.project_covariances(means, covars, opacities, viewmats, Ks, width, height, eps2d,
+                                      near_plane, far_plane, radius_clip, antialiased, camera_model)
     return out["radii"], out["means2d"], out["depths"], out["conics"], out["opacities2d"]

@@ -11,7 +11,6 @@ inf/NaN gradient leaks from Gaussians behind the camera, degenerate covariances 
 """
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Sequence
 
@@ -29,7 +28,10 @@ from gsrender.contract import (
     TRANSMITTANCE_MIN,
 )
 
-# Weighted (sort-free) mode: (σ_w, β, w_bg) in φ(z) = exp(−σ_w·z^β) and
+# The projection and its geometry are the library's, one definition each; the oracle uses them.
+from gsrender.ewa import project_covariances, screen_gaussians, support_radius_factor
+from gsrender.geometry import camera_centers, covariances, quat_to_rotmat
+from gsrender.validate import tensor_dims
 
 # Pixel × Gaussian pairs evaluated at once by rasterize (bounds the dense temporaries; larger
 # problems are also checkpointed chunk by chunk when gradients are needed).
@@ -47,28 +49,9 @@ SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.37317633
 # ----------------------------------------------------------------------------- input checks
 
 
-def _check_tensor(t, name: str, ndim: int | Sequence[int] | None,
-                  last: Sequence[int | None] = ()):
-    """Raise TypeError/ValueError naming the argument unless t is a tensor with ndim dims
-    (None: any, at least len(last)) whose trailing sizes match last (None: any size)."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if ndim is None:
-        ok, want = t.dim() >= len(last), f"at least {len(last)}"
-    else:
-        ndims = (ndim,) if isinstance(ndim, int) else tuple(ndim)
-        ok, want = t.dim() in ndims, " or ".join(map(str, ndims))
-    if not ok:
-        raise ValueError(f"{name}: expected {want} dims, got shape {tuple(t.shape)}")
-    for i, size in enumerate(last):
-        if size is not None and t.shape[t.dim() - len(last) + i] != size:
-            raise ValueError(f"{name}: expected trailing dims {tuple(last)}, got shape "
-                             f"{tuple(t.shape)}")
-
-
 def _check_per_camera(t, name: str, C: int, N: int, last: Sequence[int | None]):
     """t must be per Gaussian [N, *last] or per camera and Gaussian [C, N, *last]."""
-    _check_tensor(t, name, (1 + len(last), 2 + len(last)), (N, *last))
+    tensor_dims(t, name, (1 + len(last), 2 + len(last)), (N, *last))
     if t.dim() == 2 + len(last) and t.shape[0] != C:
         raise ValueError(f"{name}: per-camera values need {C} cameras, got shape "
                          f"{tuple(t.shape)}")
@@ -86,88 +69,7 @@ def _check_mode(mode: str, weight_params) -> tuple[float, float, float]:
     return wp
 
 
-# ------------------------------------------------------------------------------- geometry
-
-
-def quat_to_rotmat(quats: torch.Tensor) -> torch.Tensor:
-    """Rotation matrices [N,3,3] from quaternions [N,4] in wxyz order (normalised here)."""
-    _check_tensor(quats, "quats", 2, (4,))
-    q = torch.nn.functional.normalize(quats, dim=-1)
-    w, x, y, z = q.unbind(-1)
-    rows = [
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    ]
-    return torch.stack(rows, dim=-1).reshape(quats.shape[:-1] + (3, 3))
-
-
-def covariances(quats: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """World-space covariances Σ = R S Sᵀ Rᵀ [N,3,3] (R from quats, S = diag(scales))."""
-    _check_tensor(scales, "scales", 2, (3,))
-    M = quat_to_rotmat(quats) * scales[:, None, :]  # [N,3,3] = R·S (scales the columns)
-    return M @ M.transpose(-1, -2)
-
-
-def camera_centers(viewmats: torch.Tensor) -> torch.Tensor:
-    """Camera centres in world space [C,3] from world-to-camera viewmats [C,4,4]: −Rᵀt."""
-    _check_tensor(viewmats, "viewmats", 3, (4, 4))
-    R, t = viewmats[:, :3, :3], viewmats[:, :3, 3]
-    return -torch.einsum("cji,cj->ci", R, t)
-
-
-def support_radius_factor(opacity):
-    """The support's radius in Mahalanobis units (docs/design.md §3; the 3σ of 3DGS, derived here
-    from the cut): α = o·exp(−d²/2) ≥ ALPHA_MIN iff d ≤ k = sqrt(2·ln(o/ALPHA_MIN)) (3.33 at
-    o = 1), 0 where o ≤ ALPHA_MIN. The radii are ceil(k·sqrt(cov2d_xx / yy)), as
-    projection.h's project_gaussian computes them. opacity: a tensor or a Python number."""
-    if isinstance(opacity, torch.Tensor):
-        return torch.sqrt(2 * torch.log(torch.clamp_min(ALPHA_MIN_INV * opacity, 1.0)))
-    return math.sqrt(2 * math.log(max(ALPHA_MIN_INV * opacity, 1.0)))
-
-
-def _fisheye_pixel(p, f, c):
-    """The equidistant fisheye map of one camera-space point p [3] to its pixel [2] (focal
-    lengths f [2], principal point c [2]): radius fx·θ along (x, y), θ = atan2(|(x, y)|, z)."""
-    r2 = p[0] * p[0] + p[1] * p[1]
-    on_axis = r2 == 0
-    r = torch.sqrt(torch.where(on_axis, torch.ones_like(r2), r2))
-    theta_per_r = torch.where(on_axis, 1 / p[2], torch.atan2(r, p[2]) / r)
-    return f * theta_per_r * p[:2] + c
-
-
-def _lens(camera_model: str, x, y, z, Ks, width: int, height: int):
-    """The lens map of each camera-space mean (x, y, z [C,N]) and the rows of its EWA Jacobian J:
-    -> means2d [C,N,2], J[0] [C,N,3], J[1] [C,N,3]."""
-    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]  # [C,1]
-    cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
-    zero = torch.zeros_like(z)
-    if camera_model == "pinhole":
-        # J is evaluated at x/z, y/z clamped to the image extent plus 0.3·tan(fov/2) on each side,
-        # so Gaussians far outside the view do not get huge, distorted footprints.
-        tan_fovx, tan_fovy = 0.5 * width / fx, 0.5 * height / fy
-        lim_x_pos, lim_x_neg = (width - cx) / fx + 0.3 * tan_fovx, cx / fx + 0.3 * tan_fovx
-        lim_y_pos, lim_y_neg = (height - cy) / fy + 0.3 * tan_fovy, cy / fy + 0.3 * tan_fovy
-        tx = z * torch.clamp(x / z, min=-lim_x_neg, max=lim_x_pos)
-        ty = z * torch.clamp(y / z, min=-lim_y_neg, max=lim_y_pos)
-        # rows of J = [[fx/z, 0, −fx·tx/z²], [0, fy/z, −fy·ty/z²]]
-        j0 = torch.stack([fx / z, zero, -fx * tx / (z * z)], dim=-1)  # [C,N,3]
-        j1 = torch.stack([zero, fy / z, -fy * ty / (z * z)], dim=-1)
-        return torch.stack([fx * x / z + cx, fy * y / z + cy], dim=-1), j0, j1
-    if camera_model == "ortho":
-        j0 = torch.stack([fx + zero, zero, zero], dim=-1)
-        j1 = torch.stack([zero, fy + zero, zero], dim=-1)
-        return torch.stack([fx * x + cx, fy * y + cy], dim=-1), j0, j1
-    if camera_model == "fisheye":
-        # J by forward-mode differentiation of the map itself (no hand-derived formula here)
-        C, N = x.shape
-        p = torch.stack([x, y, z], dim=-1).reshape(C * N, 3)
-        f = torch.stack([fx, fy], dim=-1).expand(C, N, 2).reshape(C * N, 2)
-        c = torch.stack([cx, cy], dim=-1).expand(C, N, 2).reshape(C * N, 2)
-        means2d = torch.func.vmap(_fisheye_pixel)(p, f, c).reshape(C, N, 2)
-        J = torch.func.vmap(torch.func.jacfwd(_fisheye_pixel))(p, f, c).reshape(C, N, 2, 3)
-        return means2d, J[..., 0, :], J[..., 1, :]
-    raise ValueError(f"camera_model: expected one of {CAMERA_MODELS}, got {camera_model!r}")
+# ----------------------------------------------------------------------------- projection
 
 
 def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: int,
@@ -175,103 +77,15 @@ def project(means, quats, scales, opacities, viewmats, Ks, width: int, height: i
             radius_clip: float = 0.0, antialiased: bool = False,
             camera_model: str = "pinhole") -> dict:
     """EWA projection of N Gaussians into C cameras (docs/design.md §3, as gsplat) of one lens
-    model: "pinhole", "ortho" or "fisheye" (equidistant; docs/cameras.md).
-
-    means [N,3], quats [N,4] wxyz, scales [N,3], opacities [N], viewmats [C,4,4] world→camera,
-    Ks [C,3,3]. Returns a dict:
-      radii [C,N,2] int32 (opacity-aware pixel half extents; (0,0) = culled),
-      means2d [C,N,2], depths [C,N] (camera z), conics [C,N,3] = (a, b, c) of cov2d⁻¹,
-      opacities2d [C,N] (× antialiasing compensation when antialiased),
-    with every float output 0 where culled.
-    """
-    _check_tensor(means, "means", 2, (3,))
+    model: ewa.project_covariances of their covariances (quats [N,4] wxyz, scales [N,3]); its
+    dict of radii, means2d, depths, conics and opacities2d."""
+    tensor_dims(means, "means", 2, (3,))
     N = means.shape[0]
     for t, name, last in ((quats, "quats", (N, 4)), (scales, "scales", (N, 3))):
-        _check_tensor(t, name, 2, last)
+        tensor_dims(t, name, 2, last)
     return project_covariances(means, covariances(quats, scales), opacities, viewmats, Ks, width,
                                height, eps2d, near_plane, far_plane, radius_clip, antialiased,
                                camera_model)
-
-
-def project_covariances(means, covars, opacities, viewmats, Ks, width: int, height: int,
-                        eps2d: float = 0.3, near_plane: float = 0.01, far_plane: float = 1e10,
-                        radius_clip: float = 0.0, antialiased: bool = False,
-                        camera_model: str = "pinhole") -> dict:
-    """project() of Gaussians given by their world-space covariances covars [N,3,3] instead of
-    quats and scales (differentiable in covars)."""
-    _check_tensor(means, "means", 2, (3,))
-    N = means.shape[0]
-    _check_tensor(covars, "covars", 3, (N, 3, 3))
-    _check_tensor(opacities, "opacities", 1, (N,))
-    _check_tensor(viewmats, "viewmats", 3, (4, 4))
-    _check_tensor(Ks, "Ks", 3, (viewmats.shape[0], 3, 3))
-
-    R, t = viewmats[:, :3, :3], viewmats[:, :3, 3]  # [C,3,3], [C,3]
-    p_c = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]  # [C,N,3]
-    cov_c = R[:, None] @ covars[None] @ R.transpose(-1, -2)[:, None]  # [C,N,3,3]
-    x, y, z = p_c.unbind(-1)  # [C,N] each
-
-    in_depth = (z >= near_plane) & (z <= far_plane)
-    # stand-in depth for culled entries keeps every division finite (their results are masked)
-    zs = torch.where(in_depth, z, torch.ones_like(z))
-
-    means2d, j0, j1 = _lens(camera_model, x, y, zs, Ks, width, height)  # [C,N,2], rows of J
-    # cov2d = J Σ_c Jᵀ, its three distinct entries (symmetric by construction)
-    s_j0 = (cov_c @ j0[..., None])[..., 0]  # [C,N,3]
-    s_j1 = (cov_c @ j1[..., None])[..., 0]
-    c_xx = (j0 * s_j0).sum(-1)
-    c_xy = (j0 * s_j1).sum(-1)
-    c_yy = (j1 * s_j1).sum(-1)
-    return screen_gaussians(means2d, torch.stack([c_xx, c_xy, c_yy], dim=-1), z, in_depth,
-                            opacities, width, height, eps2d, radius_clip, antialiased)
-
-
-def screen_gaussians(means2d, cov2d, depths, keep, opacities, width: int, height: int,
-                     eps2d: float, radius_clip: float, antialiased: bool) -> dict:
-    """The lens-independent end of a projection: image-space Gaussians (means2d [C,N,2], cov2d
-    [C,N,3] = (xx, xy, yy) before the eps2d blur, depths [C,N]) and the entries the lens kept
-    (keep [C,N] bool) -> project()'s dict: the eps2d low-pass filter, the conic, the antialiasing
-    compensation, opacity-aware radii and off-screen culling (docs/design.md §3)."""
-    c_xx, c_xy, c_yy = cov2d.unbind(-1)
-    zero = torch.zeros_like(c_xx)
-    det_orig = c_xx * c_yy - c_xy * c_xy
-    c_xx, c_yy = c_xx + eps2d, c_yy + eps2d  # low-pass filter: at least ~eps2d px² of blur
-    det = c_xx * c_yy - c_xy * c_xy
-    ok_det = det > 0
-    dets = torch.where(ok_det, det, torch.ones_like(det))
-
-    if antialiased:
-        ratio = det_orig / dets
-        pos = ratio > 0
-        # sqrt(max(0, ratio)) with a zero (not infinite) gradient where ratio ≤ 0
-        comp = torch.where(pos, torch.sqrt(torch.where(pos, ratio, torch.ones_like(ratio))), zero)
-        opac2d = opacities[None, :] * comp  # [C,N]
-    else:
-        opac2d = opacities[None, :].expand_as(c_xx)
-
-    conics = torch.stack([c_yy / dets, -c_xy / dets, c_xx / dets], dim=-1)  # [C,N,3]
-
-    with torch.no_grad():
-        # Opacity-aware support: the ellipse's box has half extents k·sqrt(cov2d_xx/yy)
-        o_ok = opac2d >= ALPHA_MIN
-        k = support_radius_factor(opac2d)
-        rx = torch.ceil(k * torch.sqrt(torch.clamp_min(c_xx, 0.0)))
-        ry = torch.ceil(k * torch.sqrt(torch.clamp_min(c_yy, 0.0)))
-        mx, my = means2d.unbind(-1)
-        off_screen = (mx + rx <= 0) | (mx - rx >= width) | (my + ry <= 0) | (my - ry >= height)
-        too_small = (rx <= radius_clip) & (ry <= radius_clip)
-        valid = keep & ok_det & o_ok & ~too_small & ~off_screen  # NaN compares False: culled
-        # huge footprints are clamped only so the int32 cast stays defined
-        radii = torch.stack([rx, ry], dim=-1).clamp(0, 2**30)
-        radii = torch.where(valid[..., None], radii, torch.zeros_like(radii)).to(torch.int32)
-
-    return {
-        "radii": radii,
-        "means2d": torch.where(valid[..., None], means2d, torch.zeros_like(means2d)),
-        "depths": torch.where(valid, depths, zero),
-        "conics": torch.where(valid[..., None], conics, torch.zeros_like(conics)),
-        "opacities2d": torch.where(valid, opac2d, zero),
-    }
 
 
 # ------------------------------------------------------------------------- lens distortion
@@ -325,8 +139,8 @@ def sh_eval(degree: int, dirs: torch.Tensor, coeffs: torch.Tensor) -> torch.Tens
     if isinstance(degree, bool) or not isinstance(degree, numbers.Integral) or not 0 <= degree <= 3:
         raise ValueError(f"degree: expected an int in 0..3, got {degree!r}")
     degree = int(degree)
-    _check_tensor(dirs, "dirs", None, (3,))
-    _check_tensor(coeffs, "coeffs", None, (None, 3))
+    tensor_dims(dirs, "dirs", None, (3,))
+    tensor_dims(coeffs, "coeffs", None, (None, 3))
     if coeffs.shape[-2] < (degree + 1) ** 2:
         raise ValueError(f"coeffs: degree {degree} needs {(degree + 1) ** 2} coefficients, got "
                          f"{coeffs.shape[-2]}")
@@ -365,8 +179,8 @@ def sh_colors(means: torch.Tensor, sh: torch.Tensor, viewmats: torch.Tensor,
 
     means [N,3], sh [N,K,3] (or per camera [C,N,K,3]), viewmats [C,4,4].
     """
-    _check_tensor(means, "means", 2, (3,))
-    _check_tensor(sh, "sh", (3, 4), (None, 3))
+    tensor_dims(means, "means", 2, (3,))
+    tensor_dims(sh, "sh", (3, 4), (None, 3))
     dirs = means[None, :, :] - camera_centers(viewmats)[:, None, :]  # [C,N,3]
     coeffs = sh if sh.dim() == 4 else sh[None]  # [C or 1,N,K,3]
     return torch.clamp_min(sh_eval(sh_degree, dirs, coeffs) + 0.5, 0.0)
@@ -453,17 +267,17 @@ def _composite_chunk(pix, means2d, conics, opacities, colors, depths, bg, mode, 
 
 def _prepare_raster(means2d, conics, opacities2d, depths, width, height, mode, weight_params,
                     valid):
-    _check_tensor(opacities2d, "opacities2d", 2)
+    tensor_dims(opacities2d, "opacities2d", 2)
     C, N = opacities2d.shape
-    _check_tensor(means2d, "means2d", 3, (C, N, 2))
-    _check_tensor(conics, "conics", 3, (C, N, 3))
-    _check_tensor(depths, "depths", 2, (C, N))
+    tensor_dims(means2d, "means2d", 3, (C, N, 2))
+    tensor_dims(conics, "conics", 3, (C, N, 3))
+    tensor_dims(depths, "depths", 2, (C, N))
     if int(width) <= 0 or int(height) <= 0:
         raise ValueError(f"width, height: expected positive sizes, got {width}x{height}")
     wp = _check_mode(mode, weight_params)
     if valid is None:
         valid = opacities2d > 0
-    _check_tensor(valid, "valid", 2, (C, N))
+    tensor_dims(valid, "valid", 2, (C, N))
     if valid.dtype != torch.bool:
         raise TypeError(f"valid: expected a bool tensor, got {valid.dtype}")
     orders = []
@@ -494,13 +308,13 @@ def rasterize(means2d, conics, opacities2d, colors, depths, width: int, height: 
     wp, orders = _prepare_raster(means2d, conics, opacities2d, depths, width, height, mode,
                                  weight_params, valid)
     C, N = opacities2d.shape
-    _check_tensor(colors, "colors", 3, (C, N, None))
+    tensor_dims(colors, "colors", 3, (C, N, None))
     CH = colors.shape[-1]
     if CH < 1:
         raise ValueError("colors: need at least one channel")
     if backgrounds is None:
         backgrounds = colors.new_zeros(C, CH)
-    _check_tensor(backgrounds, "backgrounds", 2, (C, CH))
+    tensor_dims(backgrounds, "backgrounds", 2, (C, CH))
 
     pix = _pixel_centers(width, height, means2d)  # [P,2]
     P = pix.shape[0]
@@ -586,7 +400,7 @@ def render(means, quats, scales, opacities, colors, viewmats, Ks, width: int, he
     (Σ wᵢzᵢ, not divided by alpha; weighted mode normalises it like every channel) and meta
     (the project() dict).
     """
-    _check_tensor(viewmats, "viewmats", 3, (4, 4))
+    tensor_dims(viewmats, "viewmats", 3, (4, 4))
     C, N = viewmats.shape[0], means.shape[0]
     meta = project(means, quats, scales, opacities, viewmats, Ks, width, height, eps2d=eps2d,
                    near_plane=near_plane, far_plane=far_plane, radius_clip=radius_clip,
@@ -611,7 +425,7 @@ def render(means, quats, scales, opacities, colors, viewmats, Ks, width: int, he
     if backgrounds is None:
         bg = stacked.new_zeros(C, 4 + D)
     else:
-        _check_tensor(backgrounds, "backgrounds", (1, 2), (3,))
+        tensor_dims(backgrounds, "backgrounds", (1, 2), (3,))
         bg = torch.cat([backgrounds.expand(C, 3), backgrounds.new_zeros(C, 1 + D)], dim=-1)
 
     valid = meta["radii"].amax(-1) > 0  # [C,N]
@@ -630,6 +444,7 @@ def render(means, quats, scales, opacities, colors, viewmats, Ks, width: int, he
 __all__ = [
     "ALPHA_MAX", "ALPHA_MIN", "ALPHA_MIN_INV", "CAMERA_MODELS", "CHUNK_PAIRS", "DEFAULT_WEIGHT_PARAMS", "MODES", "SH_C0", "SH_C1",
     "SH_C2", "SH_C3", "TRANSMITTANCE_MIN", "blend_weights", "camera_centers",
-    "composite_sequential", "covariances", "depth_weight", "project", "quat_to_rotmat",
-    "rasterize", "render", "sh_colors", "sh_eval", "support_radius_factor",
+    "composite_sequential", "covariances", "depth_weight", "project", "project_covariances",
+    "quat_to_rotmat", "rasterize", "render", "screen_gaussians", "sh_colors", "sh_eval",
+    "support_radius_factor",
 ]

@@ -5,12 +5,13 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
-from gsrender import _C, ops, projection
+from gsrender import _C, geometry, ops, projection
 from gsrender import validate as V
-from gsrender.contract import DEFAULT_WEIGHT_PARAMS, MAX_FEATURES, MODES  # noqa: F401 (re-exported)
+from gsrender.contract import CAMERA_MODELS, DEFAULT_WEIGHT_PARAMS, MAX_FEATURES, MODES
 
 PRECISIONS = ops.PRECISIONS  # ("auto", "fp32", "tf32", "fp16", "bf16"), from raster_plan.h
 BACKENDS = ("auto", "cpu", "cuda")
@@ -25,7 +26,7 @@ class RenderOutput:
     meta: dict = field(default_factory=dict)
 
 
-def _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
+def check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
                   features, backgrounds, *, sh_channels: bool = False, covars=None):
     """Shapes, dtypes and devices always; values (finite, ranges) on the CPU, and on CUDA under
     validation (V.values_checked). On the CPU the Gaussians' values take one pass over the four
@@ -163,15 +164,69 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     (gsrender.set_validation, GSRENDER_VALIDATE; off by default, so a CUDA call makes no host
     sync but binning's); False turns CUDA checks off for the call. The CPU always checks.
     """
-    V.choice(mode, "mode", MODES)
-    V.choice(precision, "precision", PRECISIONS)
     V.choice(backend, "backend", BACKENDS)
-    V.choice(camera_model, "camera_model", ops.CAMERA_MODELS)
-    V.positive_int(tile_size, "tile_size", 256)
-    _check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
-                  features, backgrounds, sh_channels=True, covars=covars)
+    opts = check_options(mode=mode, precision=precision, camera_model=camera_model,
+                         tile_size=tile_size, near_plane=near_plane, far_plane=far_plane,
+                         eps2d=eps2d, radius_clip=radius_clip, antialiased=antialiased,
+                         weight_params=weight_params, deterministic=deterministic)
+    check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree,
+                 features, backgrounds, sh_channels=True, covars=covars)
     if backend != "auto" and means.device.type != backend:
         raise ValueError(f"backend={backend!r} but means is on {means.device}; move the inputs")
+    timings: dict[str, float] = {}
+    clock = _Clock(means.device, profile, timings)
+
+    with clock("project"):
+        radii, means2d, depths, conics, opac2d = project_gaussians(
+            means, quats, scales, opacities, viewmats, Ks, width, height, opts,
+            covars=covars, with_ut=with_ut, radial_coeffs=radial_coeffs,
+            tangential_coeffs=tangential_coeffs, thin_prism_coeffs=thin_prism_coeffs)
+    with clock("sh"):
+        chans = raster_channels(means, colors, viewmats, depths, sh_degree, features)
+        bg = background_channels(backgrounds, chans)
+    with clock("bin"):
+        tile_offsets, flatten_ids = bin_gaussians(means2d, radii, depths, conics, opac2d, width,
+                                                  height, opts)
+    with clock("raster_fwd"):
+        render, alphas, stats, plan = composite(means2d, conics, opac2d, chans, depths, bg,
+                                                tile_offsets, flatten_ids, width, height, opts)
+    meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
+            "opacities": opac2d, "tile_offsets": tile_offsets, "flatten_ids": flatten_ids,
+            "n_intersections": flatten_ids.shape[0], "tile_width": -(-width // tile_size),
+            "tile_height": -(-height // tile_size), "stats": stats, "plan": plan}
+    if profile:
+        meta["timings_ms"] = timings
+    return render_output(render, alphas, features is not None, meta)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline's stages, in order: rasterize runs them in one process, gsrender.distributed
+# runs the same ones with an exchange of projected Gaussians between colouring and binning.
+
+
+class RasterOptions(NamedTuple):
+    """rasterize's checked options (check_options), as the stages take them."""
+    mode: str
+    precision: str
+    camera_model: str
+    tile_size: int
+    near_plane: float
+    far_plane: float
+    eps2d: float
+    radius_clip: float
+    antialiased: bool
+    weight_params: list[float]  # (sigma, beta, w_bg) of weighted mode
+    deterministic: bool
+
+
+def check_options(*, mode, precision, camera_model, tile_size, near_plane, far_plane, eps2d,
+                  radius_clip, antialiased, weight_params, deterministic) -> RasterOptions:
+    """rasterize's options checked (errors name the argument) and normalised: floats as Python
+    floats, deterministic=None as torch.are_deterministic_algorithms_enabled()."""
+    V.choice(mode, "mode", MODES)
+    V.choice(precision, "precision", PRECISIONS)
+    V.choice(camera_model, "camera_model", CAMERA_MODELS)
+    V.positive_int(tile_size, "tile_size", 256)
     near_plane = V.real(near_plane, "near_plane", finite=False)
     far_plane = V.real(far_plane, "far_plane", finite=False)
     eps2d = V.real(eps2d, "eps2d")
@@ -190,56 +245,84 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     if not (0 < near_plane < far_plane and math.isfinite(near_plane)):
         raise ValueError(f"near_plane and far_plane need 0 < near_plane < far_plane, got "
                          f"{near_plane}, {far_plane}")
-    C, N = viewmats.shape[0], means.shape[0]
-    timings: dict[str, float] = {}
-    clock = _Clock(means.device, profile, timings)
+    return RasterOptions(mode, precision, camera_model, tile_size, near_plane, far_plane, eps2d,
+                         radius_clip, antialiased, weight_params, deterministic)
 
-    with clock("project"):
-        radii, means2d, depths, conics, opac2d = projection.project(
-            means.contiguous(), _contiguous(quats), _contiguous(scales), opacities.contiguous(),
-            viewmats.contiguous(), Ks.contiguous(), width, height, float(eps2d), float(near_plane),
-            float(far_plane), float(radius_clip), bool(antialiased), camera_model, covars=covars,
-            with_ut=with_ut, radial_coeffs=radial_coeffs, tangential_coeffs=tangential_coeffs,
-            thin_prism_coeffs=thin_prism_coeffs)
-    with clock("sh"):
-        if sh_degree is not None:
-            campos = -torch.einsum("cji,cj->ci", viewmats[:, :3, :3], viewmats[:, :3, 3])  # [C, 3]
-        if sh_degree is not None and means.device.type == "cpu":
-            # one pass writes colour, depth and features (no [C, N, 3] temporaries, no cat)
-            chans = ops.sh_channels(sh_degree, means.contiguous(), campos.contiguous(),
-                                    colors.contiguous(), depths, features)  # [C, N, 4 + D]
-        else:  # colours given, or CUDA (no fused kernel there): tensor ops
-            if sh_degree is not None:
-                dirs = means[None, :, :] - campos[:, None, :]  # [C, N, 3]
-                rgb = torch.clamp_min(ops.sh(sh_degree, dirs.contiguous(), colors.contiguous()) + 0.5, 0.0)
-            else:
-                rgb = colors.expand(C, N, 3) if colors.dim() == 2 else colors
-            chans = [rgb, depths[..., None]]
-            if features is not None:
-                chans.append(features.expand(C, N, features.shape[-1]) if features.dim() == 2 else features)
-            chans = torch.cat(chans, dim=-1).contiguous()  # [C, N, 4 + D]
-        bg = None
-        if backgrounds is not None:
-            bg3 = backgrounds.expand(C, 3) if backgrounds.dim() == 1 else backgrounds
-            bg = torch.cat([bg3, bg3.new_zeros(C, chans.shape[-1] - 3)], dim=-1).contiguous()
-    with clock("bin"):
-        tile_offsets, flatten_ids = ops.bin_tiles(means2d.detach(), radii, depths.detach(), width,
-                                                  height, tile_size, mode == "sorted",
-                                                  conics.detach(), opac2d.detach())
-    with clock("raster_fwd"):
-        render, alphas, _, _, stats, plan = ops.rasterize(
-            means2d, conics, opac2d, chans, depths, bg, tile_offsets, flatten_ids, width, height,
-            tile_size, ops.SORTED if mode == "sorted" else ops.WEIGHTED,
-            [float(v) for v in weight_params], precision, deterministic)
-    meta = {"radii": radii, "means2d": means2d, "depths": depths, "conics": conics,
-            "opacities": opac2d, "tile_offsets": tile_offsets, "flatten_ids": flatten_ids,
-            "n_intersections": flatten_ids.shape[0], "tile_width": -(-width // tile_size),
-            "tile_height": -(-height // tile_size), "stats": stats, "plan": plan}
-    if profile:
-        meta["timings_ms"] = timings
-    colors_out, depths_out, features_out = ops.split_render(render, features is not None)
-    return RenderOutput(colors=colors_out, depths=depths_out, alphas=alphas,
-                        features=features_out, meta=meta)
+
+def project_gaussians(means, quats, scales, opacities, viewmats, Ks, width: int, height: int,
+                      opts: RasterOptions, *, covars=None, with_ut: bool = False,
+                      radial_coeffs=None, tangential_coeffs=None, thin_prism_coeffs=None):
+    """Projection: N Gaussians into C cameras (gsrender/projection.py picks the kernel, covars=
+    or the unscented transform) -> radii [C,N,2] int32, means2d [C,N,2], depths [C,N], conics
+    [C,N,3], opacities2d [C,N]."""
+    return projection.project(
+        means.contiguous(), _contiguous(quats), _contiguous(scales), opacities.contiguous(),
+        viewmats.contiguous(), Ks.contiguous(), width, height, opts.eps2d, opts.near_plane,
+        opts.far_plane, opts.radius_clip, opts.antialiased, opts.camera_model, covars=covars,
+        with_ut=with_ut, radial_coeffs=_contiguous(radial_coeffs),
+        tangential_coeffs=_contiguous(tangential_coeffs),
+        thin_prism_coeffs=_contiguous(thin_prism_coeffs))
+
+
+def raster_channels(means, colors, viewmats, depths, sh_degree: int | None, features=None):
+    """Colouring: the channels the rasterizer composites, [C,N,4+D] = RGB (SH evaluated towards
+    each camera's centre with sh_degree, else colors [N,3] or [C,N,3]), the depth, then the
+    features ([N,D] or [C,N,D]). depths [C,N] is the projection's."""
+    C, N = viewmats.shape[0], means.shape[0]
+    if sh_degree is not None:
+        campos = geometry.camera_centers(viewmats)  # [C, 3]
+    if sh_degree is not None and means.device.type == "cpu":
+        # one pass writes colour, depth and features (no [C, N, 3] temporaries, no cat)
+        return ops.sh_channels(sh_degree, means.contiguous(), campos.contiguous(),
+                               colors.contiguous(), depths, features)  # [C, N, 4 + D]
+    # colours given, or CUDA (no fused kernel there): tensor ops
+    if sh_degree is not None:
+        dirs = means[None, :, :] - campos[:, None, :]  # [C, N, 3]
+        rgb = torch.clamp_min(ops.sh(sh_degree, dirs.contiguous(), colors.contiguous()) + 0.5, 0.0)
+    else:
+        rgb = colors.expand(C, N, 3) if colors.dim() == 2 else colors
+    chans = [rgb, depths[..., None]]
+    if features is not None:
+        chans.append(features.expand(C, N, features.shape[-1]) if features.dim() == 2 else features)
+    return torch.cat(chans, dim=-1).contiguous()  # [C, N, 4 + D]
+
+
+def background_channels(backgrounds, chans):
+    """backgrounds [C,3] or [3] (or None) -> [C,4+D] to composite behind chans [C,N,4+D]: the
+    RGB, zero behind the depth and the features."""
+    if backgrounds is None:
+        return None
+    C = chans.shape[0]
+    bg3 = backgrounds.expand(C, 3) if backgrounds.dim() == 1 else backgrounds
+    return torch.cat([bg3, bg3.new_zeros(C, chans.shape[-1] - 3)], dim=-1).contiguous()
+
+
+def bin_gaussians(means2d, radii, depths, conics, opacities2d, width: int, height: int,
+                  opts: RasterOptions):
+    """Binning: each tile's Gaussians (exact ellipse test), depth-sorted in sorted mode ->
+    tile_offsets [C,tiles_y,tiles_x] int32, flatten_ids [M] int32. Not differentiable."""
+    return ops.bin_tiles(means2d.detach().contiguous(), radii.contiguous(),
+                         depths.detach().contiguous(), width, height, opts.tile_size,
+                         opts.mode == "sorted", conics.detach().contiguous(),
+                         opacities2d.detach().contiguous())
+
+
+def composite(means2d, conics, opacities2d, chans, depths, backgrounds, tile_offsets,
+              flatten_ids, width: int, height: int, opts: RasterOptions):
+    """Rasterization: the binned Gaussians composited per pixel -> render [C,H,W,4+D], alphas
+    [C,H,W,1], stats, plan (ops.rasterize's; render_output splits render)."""
+    render, alphas, _, _, stats, plan = ops.rasterize(
+        means2d.contiguous(), conics.contiguous(), opacities2d.contiguous(), chans.contiguous(),
+        depths.contiguous(), backgrounds, tile_offsets, flatten_ids, width, height,
+        opts.tile_size, MODES.index(opts.mode), opts.weight_params, opts.precision,
+        opts.deterministic)
+    return render, alphas, stats, plan
+
+
+def render_output(render, alphas, with_features: bool, meta: dict) -> RenderOutput:
+    """composite's render [C,H,W,4+D] split into the RenderOutput's colours, depths, features."""
+    colors, depths, features = ops.split_render(render, with_features)
+    return RenderOutput(colors=colors, depths=depths, alphas=alphas, features=features, meta=meta)
 
 
 def _contiguous(t):

@@ -3,7 +3,7 @@
 Each Gaussian's 7 sigma points (its mean, and the mean ± sqrt(3 + λ)·the columns of a square
 root of its covariance) go through the full lens map (gsrender/distortion.py); the weighted mean
 and covariance of their pixels are the 2D Gaussian. The end of the projection (eps2d blur,
-conic, antialiasing compensation, radii, culling) is reference.screen_gaussians, so the outputs
+conic, antialiasing compensation, radii, culling) is ewa.screen_gaussians, so the outputs
 are exactly ops.project's and the rasterizer consumes them unchanged. PyTorch throughout:
 differentiable by autograd, on any device.
 """
@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from gsrender import distortion, reference
+from gsrender import distortion, ewa, geometry
 
 # The sigma points' spread and weights (Wan and van der Merwe 2000, as 3DGUT / gsplat's
 # UnscentedTransformParameters): λ = α²(D + κ) − D for D = 3.
@@ -32,7 +32,7 @@ def covariance_factors(quats=None, scales=None, covars=None) -> torch.Tensor:
     """A square root M [N,3,3] of each covariance (M Mᵀ = Σ): R·diag(scales) from quats and
     scales (3DGUT's closed form), the Cholesky factor of covars otherwise."""
     if covars is None:
-        return reference.quat_to_rotmat(quats) * scales[:, None, :]
+        return geometry.rotation_scale(quats, scales)
     factor, info = torch.linalg.cholesky_ex(covars)
     if bool((info != 0).any()):
         bad = int(torch.nonzero(info)[0, 0])
@@ -53,7 +53,7 @@ def project(means, opacities, viewmats, Ks, width: int, height: int, eps2d: floa
             near_plane: float, far_plane: float, radius_clip: float, antialiased: bool,
             lens: distortion.Lens, *, quats=None, scales=None, covars=None) -> dict:
     """The unscented projection of N Gaussians (means [N,3] and quats [N,4] + scales [N,3], or
-    covars [N,3,3]) into C cameras through `lens` -> reference.project's dict (radii, means2d,
+    covars [N,3,3]) into C cameras through `lens` -> ewa.project_covariances' dict (radii, means2d,
     depths, conics, opacities2d; 0 where culled).
 
     Culled, besides the EWA rules (mean depth outside [near_plane, far_plane], degenerate or
@@ -88,8 +88,8 @@ def project(means, opacities, viewmats, Ks, width: int, height: int, eps2d: floa
     w[0] = WEIGHT_COV_0
     cov = torch.einsum("k,cnki,cnkj->cnij", w, e, e)  # [C,N,2,2]
     cov2d = torch.stack([cov[..., 0, 0], cov[..., 0, 1], cov[..., 1, 1]], dim=-1)
-    return reference.screen_gaussians((pix[:, :, 0] + shift).to(dt), cov2d.to(dt), z.to(dt), keep,
-                                      opacities, width, height, eps2d, radius_clip, antialiased)
+    return ewa.screen_gaussians((pix[:, :, 0] + shift).to(dt), cov2d.to(dt), z.to(dt), keep,
+                                opacities, width, height, eps2d, radius_clip, antialiased)
 
 
 def _float64(lens: distortion.Lens) -> distortion.Lens:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -26,6 +27,26 @@ def tensor(x, name: str, shape: tuple, *, dtype=None, device=None, finite=True) 
     if finite and values_checked(x.device) and not all_finite(x):
         raise ValueError(f"{name} contains NaN or Inf")
     return x
+
+
+def tensor_dims(t, name: str, ndim: int | Sequence[int] | None,
+                last: Sequence[int | None] = ()) -> None:
+    """Raises TypeError/ValueError naming the argument unless t is a tensor with ndim dims
+    (None: any, at least len(last)) whose trailing sizes match last (None: any size). Looser than
+    tensor(): any dtype, any leading dims (the float64 reference and the geometry helpers)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if ndim is None:
+        ok, want = t.dim() >= len(last), f"at least {len(last)}"
+    else:
+        ndims = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        ok, want = t.dim() in ndims, " or ".join(map(str, ndims))
+    if not ok:
+        raise ValueError(f"{name}: expected {want} dims, got shape {tuple(t.shape)}")
+    for i, size in enumerate(last):
+        if size is not None and t.shape[t.dim() - len(last) + i] != size:
+            raise ValueError(f"{name}: expected trailing dims {tuple(last)}, got shape "
+                             f"{tuple(t.shape)}")
 
 
 def all_finite(x: torch.Tensor) -> bool:

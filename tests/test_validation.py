@@ -2,6 +2,7 @@
 validation, so that a default CUDA call makes no host sync (csrc/include/gsrender/validation.h)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -13,7 +14,7 @@ import torch
 from conftest import F32, every_cpu_isa, random_scene
 
 import gsrender
-from gsrender import _C, ops
+from gsrender import _C, contract, ops
 from gsrender import reference as ref
 
 
@@ -32,6 +33,25 @@ def test_contract_has_one_definition():
     assert c["alpha_min"] * c["alpha_min_inv"] == 1.0
     # the contract's values (docs/design.md §3), stated once for the whole suite
     assert (c["alpha_min_inv"], c["alpha_max"], c["transmittance_min"]) == (255.0, 0.99, 1e-4)
+
+
+def test_options_and_limits_come_from_the_kernels():
+    # the op's mode and camera_model values index these names, and the channel limit the raster
+    # ops check is the one Python states (gsrender.contract reads all three from _C)
+    assert contract.MODES == ("sorted", "weighted") and (ops.SORTED, ops.WEIGHTED) == (0, 1)
+    assert contract.CAMERA_MODELS == ("pinhole", "ortho", "fisheye")
+    assert [ops.camera_model_index(m) for m in contract.CAMERA_MODELS] == [0, 1, 2]
+    assert contract.MAX_RASTER_CHANNELS == 4096 >= 4 + contract.MAX_FEATURES
+    means, quats, scales, opac, _, vm, Ks = _inputs("cpu")
+    radii, m2d, depths, conics, o2d = ops.project(means, quats, scales, opac, vm, Ks, 32, 24, 0.3,
+                                                  0.01, 1e10, 0.0, False)
+    offs, ids = ops.bin_tiles(m2d, radii, depths, 32, 24, 16, True)
+    for channels, ok in ((contract.MAX_RASTER_CHANNELS, True),
+                         (contract.MAX_RASTER_CHANNELS + 1, False)):
+        chans = depths[..., None].expand(-1, -1, channels).contiguous()
+        with contextlib.nullcontext() if ok else pytest.raises(ValueError, match="4096 channels"):
+            ops.rasterize(m2d, conics, o2d, chans, depths, None, offs, ids, 32, 24, 16, ops.SORTED,
+                          [0.05, 1.0, 1e-3])
 
 
 def test_set_validation_takes_a_bool():

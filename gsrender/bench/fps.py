@@ -391,7 +391,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 
 def _check(args) -> None:
-    from gsrender.render import MODES, PRECISIONS
+    from gsrender.contract import MODES
+    from gsrender.ops import PRECISIONS
 
     for name, vals, allowed in (("mode", args.mode, MODES), ("precision", args.precision, PRECISIONS),
                                 ("backend", args.backend, ("cpu", "cuda"))):

@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 
 from gsrender import ops  # noqa: F401  (loads _C: the op schemas and kernels op_backends asks about)
+from gsrender.contract import MODES
 from gsrender.io import load_ply, load_splat
-from gsrender.render import MODES, PRECISIONS
+from gsrender.ops import PRECISIONS
 from gsrender.scene import GaussianModel
 
 OPS = ("project_fwd", "project_bwd", "sh_fwd", "sh_bwd", "bin_tiles", "rasterize_fwd", "rasterize_bwd",

@@ -12,9 +12,9 @@ import torch
 from tqdm import tqdm
 
 from gsrender import viz
-from gsrender.cameras import load_cameras_json
 from gsrender.cli.common import CliError, add_render_options, load_model, pick_device, sync
 from gsrender.io import atomic, load_ply
+from gsrender.io.camera_json import load_cameras_json
 from gsrender.io.paths import repo_root, sample_dir
 from gsrender.render import packing_efficiency
 from gsrender.turntable import CREDIT, plant_path, render_turntable

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gsrender.cameras import load_cameras_json
 from gsrender.cli.common import CliError, load_model
 from gsrender.io import atomic
+from gsrender.io.camera_json import load_cameras_json
 
 METHODS = ("splitgs", "no_split", "no_select", "no_consistency", "plain")
 

@@ -9,9 +9,10 @@ import torch
 from tqdm import tqdm
 
 from gsrender import viz
-from gsrender.cameras import UP_AXES, load_cameras_json, scene_orbit
+from gsrender.cameras import UP_AXES, scene_orbit
 from gsrender.cli.common import CliError, add_render_options, default_up, load_model, pick_device, sync
 from gsrender.io import load_colmap_cameras
+from gsrender.io.camera_json import load_cameras_json
 from gsrender.views import render_view, save_views
 
 

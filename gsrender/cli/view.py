@@ -5,8 +5,8 @@ from pathlib import Path
 
 from gsrender.cameras import UP_AXES
 from gsrender.cli.common import CliError, default_up, load_model, pick_device
+from gsrender.contract import MODES as RASTER_MODES
 from gsrender.io import load_colmap_cameras
-from gsrender.render import MODES as RASTER_MODES
 
 VIEW_EXTRA = "pip install 'gsrender[view]' (or: pip install viser)"
 

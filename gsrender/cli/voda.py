@@ -118,8 +118,8 @@ def read_masks(folder, names, sizes, ignore: int, skip_missing: bool = False):
 
 
 def _user_scene(args):
-    from gsrender.cameras import load_cameras_json
     from gsrender.io import load_colmap_cameras, load_ply, load_splat
+    from gsrender.io.camera_json import load_cameras_json
 
     if not ((args.cameras_json or args.colmap) and args.labels):
         raise ValueError("--scene needs --colmap or --cameras-json, and --masks")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import torch
 
 from gsrender.contract import CAMERA_MODELS
+from gsrender.geometry import camera_centers
 from gsrender.render import rasterize as _rasterize
 
 RENDER_MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
@@ -75,8 +76,7 @@ def _check_supported(camera_model, sparse_grad, extra: dict) -> None:
 def _sh_per_camera(sh_degree: int, coeffs: torch.Tensor, means, viewmats) -> torch.Tensor:
     """gsplat's per-camera SH coefficients [C,N,K,3] -> colours [C,N,3] (gsrender takes [N,K,3])."""
     from gsrender import ops
-    campos = -torch.einsum("cji,cj->ci", viewmats[:, :3, :3], viewmats[:, :3, 3])  # [C, 3]
-    dirs = means[None, :, :] - campos[:, None, :]  # [C, N, 3]
+    dirs = means[None, :, :] - camera_centers(viewmats)[:, None, :]  # [C, N, 3]
     rgb = [ops.sh(sh_degree, dirs[c:c + 1].contiguous(), coeffs[c].contiguous())
            for c in range(coeffs.shape[0])]
     return torch.clamp_min(torch.cat(rgb, dim=0) + 0.5, 0.0)  # [C, N, 3]

@@ -13,25 +13,27 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from gsrender import ops, projection
+from gsrender import ops, projection, validate
 from gsrender import render as R
+from gsrender.contract import DEFAULT_WEIGHT_PARAMS, MODES
 from gsrender.distributed.comm import all_gather_rows, all_gather_rows_autograd
 from gsrender.distributed.exchange import all_to_all_rows, all_to_all_rows_autograd, exchange_counts
 
-# Row layout of an exchanged projected Gaussian: means2d (2), conic (3), opacity (1), depth (1),
-# RGB (3), then the D features. Radii and the camera index travel as a separate int32 row.
-_M2D, _CON, _OPA, _DEP, _RGB, _FEAT = slice(0, 2), slice(2, 5), 5, 6, slice(7, 10), 10
+# Row layout of an exchanged projected Gaussian: means2d (2), conic (3), opacity (1), then the
+# raster channels (R.raster_channels: RGB (3), depth (1), the D features). Radii and the camera
+# index travel as a separate int32 row.
+_M2D, _CON, _OPA, _CHANS = slice(0, 2), slice(2, 5), 5, slice(6, None)
+_DEP = 6 + 3  # the depth channel
 
 
-def _options_vector(width, height, sh_degree, colors, features, mode, tile_size, precision,
-                    near_plane, far_plane, eps2d, radius_clip, antialiased, camera_model,
-                    weight_params, grad_gauss, grad_cams, ordered, lens_flags, device):
+def _options_vector(width, height, sh_degree, colors, features, opts: R.RasterOptions,
+                    grad_gauss, grad_cams, ordered, lens_flags, device):
     k = colors.shape[1] if sh_degree is not None else 0
     v = [width, height, -1 if sh_degree is None else sh_degree, k,
-         0 if features is None else features.shape[-1], R.MODES.index(mode), tile_size,
-         R.PRECISIONS.index(precision), near_plane, far_plane, eps2d, radius_clip,
-         float(antialiased), ops.camera_model_index(camera_model), *weight_params,
-         float(grad_gauss), float(grad_cams), float(ordered), lens_flags]
+         0 if features is None else features.shape[-1], MODES.index(opts.mode), opts.tile_size,
+         ops.PRECISIONS.index(opts.precision), opts.near_plane, opts.far_plane, opts.eps2d,
+         opts.radius_clip, float(opts.antialiased), ops.camera_model_index(opts.camera_model),
+         *opts.weight_params, float(grad_gauss), float(grad_cams), float(ordered), lens_flags]
     return torch.tensor([v], dtype=torch.float64, device=device)
 
 
@@ -63,7 +65,7 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
               near_plane: float = 0.01, far_plane: float = 1e10, eps2d: float = 0.3,
               antialiased: bool = False, camera_model: str = "pinhole", tile_size: int = 16,
               precision: str = "auto", radius_clip: float = 0.0,
-              weight_params=R.DEFAULT_WEIGHT_PARAMS,
+              weight_params=DEFAULT_WEIGHT_PARAMS,
               deterministic: bool | None = None, order: torch.Tensor | None = None,
               group=None, covars=None, with_ut: bool = False, radial_coeffs=None,
               tangential_coeffs=None, thin_prism_coeffs=None) -> R.RenderOutput:
@@ -91,13 +93,17 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     backward sends as many back, without the int32 rows).
     """
     V, K = viewmats, Ks
-    R._check_inputs(means, quats, scales, opacities, colors, V, K, width, height, sh_degree,
-                    features, backgrounds, covars=covars)
+    opts = R.check_options(mode=mode, precision=precision, camera_model=camera_model,
+                           tile_size=tile_size, near_plane=near_plane, far_plane=far_plane,
+                           eps2d=eps2d, radius_clip=radius_clip, antialiased=antialiased,
+                           weight_params=weight_params, deterministic=deterministic)
+    R.check_inputs(means, quats, scales, opacities, colors, V, K, width, height, sh_degree,
+                   features, backgrounds, sh_channels=True, covars=covars)
     coeffs = {name: c for name, c in zip(projection.DISTORTION_ARGUMENTS,
                                           (radial_coeffs, tangential_coeffs, thin_prism_coeffs),
                                           strict=True) if c is not None}
     for name, c in coeffs.items():
-        R.V.tensor(c, name, (V.shape[0], None), dtype=means.dtype, device=means.device)
+        validate.tensor(c, name, (V.shape[0], None), dtype=means.dtype, device=means.device)
     lens_flags = float(sum(1 << i for i, given in enumerate(
         [bool(with_ut), covars is not None,
          *(name in coeffs for name in projection.DISTORTION_ARGUMENTS)]) if given))
@@ -107,14 +113,9 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     if features is not None and features.dim() == 3:
         raise ValueError("features: per-camera features [C,N,D] are not supported by the "
                          "distributed renderer; pass [N,D]")
-    R.V.choice(mode, "mode", R.MODES)
-    R.V.choice(precision, "precision", R.PRECISIONS)
-    R.V.positive_int(tile_size, "tile_size", 256)
     if order is not None and (order.shape != means.shape[:1] or order.dtype != torch.int64):
         raise ValueError(f"order must be an int64 tensor of shape [{means.shape[0]}], got "
                          f"{order.dtype} {list(order.shape)}")
-    if deterministic is None:
-        deterministic = torch.are_deterministic_algorithms_enabled()
     grad_on = torch.is_grad_enabled()
     grad_gauss = grad_on and any(t is not None and t.requires_grad
                                  for t in (means, quats, scales, opacities, colors, features,
@@ -122,11 +123,8 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     grad_cams = grad_on and V.requires_grad
     dev = means.device
     counts = _camera_counts(_options_vector(
-        width, height, sh_degree, colors, features, mode, tile_size, precision, float(near_plane),
-        float(far_plane), float(eps2d), float(radius_clip), antialiased, camera_model,
-        [float(w) for w in weight_params], grad_gauss, grad_cams, order is not None, lens_flags,
-        dev),
-        V.shape[0], group)
+        width, height, sh_degree, colors, features, opts, grad_gauss, grad_cams, order is not None,
+        lens_flags, dev), V.shape[0], group)
 
     # 1. all cameras everywhere (differentiable in viewmats: the backward sums over ranks)
     world, rank = dist.get_world_size(group), dist.get_rank(group)
@@ -138,24 +136,13 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     coeffs_all = dict(zip(coeffs, allcams[:, 25:].split([c.shape[1] for c in coeffs.values()], 1),
                           strict=True))
     offsets = [sum(counts[:d]) for d in range(world)]
-    C_all, N = V_all.shape[0], means.shape[0]
 
     # 2. project this rank's Gaussians into every camera and colour them there (the owner's work)
-    radii, means2d, depths, conics, opac2d = projection.project(
-        means.contiguous(), R._contiguous(quats), R._contiguous(scales), opacities.contiguous(),
-        V_all.contiguous(), K_all.contiguous(), width, height, float(eps2d), float(near_plane),
-        float(far_plane), float(radius_clip), bool(antialiased), camera_model, covars=covars,
-        with_ut=with_ut, **{k: c.contiguous() for k, c in coeffs_all.items()})
-    if sh_degree is not None:
-        campos = -torch.einsum("cji,cj->ci", V_all[:, :3, :3], V_all[:, :3, 3])  # [C_all, 3]
-        dirs = means[None, :, :] - campos[:, None, :]
-        rgb = torch.clamp_min(ops.sh(sh_degree, dirs.contiguous(), colors.contiguous()) + 0.5, 0.0)
-    else:
-        rgb = colors.expand(C_all, N, 3)
-    parts = [means2d, conics, opac2d[..., None], depths[..., None], rgb]
-    if features is not None:
-        parts.append(features.expand(C_all, N, features.shape[-1]))
-    payload = torch.cat(parts, -1)  # [C_all, N, 10 + D]
+    radii, means2d, depths, conics, opac2d = R.project_gaussians(
+        means, quats, scales, opacities, V_all, K_all, width, height, opts, covars=covars,
+        with_ut=with_ut, **coeffs_all)
+    chans_all = R.raster_channels(means, colors, V_all, depths, sh_degree, features)
+    payload = torch.cat([means2d, conics, opac2d[..., None], chans_all], -1)  # [C_all, N, 10 + D]
 
     # 3. each camera's visible Gaussians to the camera's rank (rows ordered by camera = by rank)
     cam_idx, g_idx = ((radii > 0).any(-1)).nonzero(as_tuple=True)  # bin_tiles' visibility test
@@ -182,25 +169,13 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
     slot = cam[perm] * M + torch.arange(cam.numel(), device=dev) - start[cam[perm]]
     dense = rows.new_zeros(C * M, rows.shape[1]).index_copy(0, slot, rows[perm]).view(C, M, -1)
     d_radii = rints.new_zeros(C * M, 2).index_copy(0, slot, rints[perm, 1:]).view(C, M, 2)
-    d_m2d, d_dep = dense[..., _M2D], dense[..., _DEP]
-    chans = [dense[..., _RGB], dense[..., _DEP:_DEP + 1]]
-    if features is not None:
-        chans.append(dense[..., _FEAT:])
-    chans = torch.cat(chans, -1).contiguous()  # [C, M, 4 + D]
-    bg = None
-    if backgrounds is not None:
-        bg3 = backgrounds.expand(C, 3) if backgrounds.dim() == 1 else backgrounds
-        bg = torch.cat([bg3, bg3.new_zeros(C, chans.shape[-1] - 3)], -1).contiguous()
-    tile_offsets, flatten_ids = ops.bin_tiles(d_m2d.detach().contiguous(), d_radii.contiguous(),
-                                              d_dep.detach().contiguous(), width, height,
-                                              tile_size, mode == "sorted",
-                                              dense[..., _CON].detach().contiguous(),
-                                              dense[..., _OPA].detach().contiguous())
-    render, alphas, _, _, stats, plan = ops.rasterize(
-        d_m2d.contiguous(), dense[..., _CON].contiguous(), dense[..., _OPA].contiguous(), chans,
-        d_dep.contiguous(), bg, tile_offsets, flatten_ids, width, height, tile_size,
-        ops.SORTED if mode == "sorted" else ops.WEIGHTED, [float(w) for w in weight_params],
-        precision, bool(deterministic))
+    d_m2d, d_con, d_opa = dense[..., _M2D], dense[..., _CON], dense[..., _OPA]
+    d_chans, d_dep = dense[..., _CHANS], dense[..., _DEP]  # [C, M, 4 + D], [C, M]
+    bg = R.background_channels(backgrounds, d_chans)
+    tile_offsets, flatten_ids = R.bin_gaussians(d_m2d, d_radii, d_dep, d_con, d_opa, width,
+                                                height, opts)
+    render, alphas, stats, plan = R.composite(d_m2d, d_con, d_opa, d_chans, d_dep, bg,
+                                              tile_offsets, flatten_ids, width, height, opts)
 
     fbytes = payload.element_size() * payload.shape[-1]
     ibytes = ints.element_size() * 3 + (8 if order is not None else 0)  # + the order key
@@ -212,6 +187,4 @@ def rasterize(means, quats, scales, opacities, colors, viewmats, Ks, width: int,
                          "bytes_sent": int(cam_idx.numel()) * (fbytes + ibytes),
                          "bytes_received": int(cam.numel()) * (fbytes + ibytes),
                          "row_bytes_float": fbytes, "row_bytes_int": ibytes}}
-    colors_out, depths_out, features_out = ops.split_render(render, features is not None)
-    return R.RenderOutput(colors=colors_out, depths=depths_out, alphas=alphas,
-                          features=features_out, meta=meta)
+    return R.render_output(render, alphas, features is not None, meta)

@@ -1,4 +1,5 @@
-"""File IO: 3DGS PLY and .splat scenes, COLMAP models, Mip-NeRF 360 folders (camera JSON: gsrender.cameras)."""
+"""File IO: 3DGS PLY and .splat scenes, COLMAP models, Mip-NeRF 360 folders, camera JSON."""
+from gsrender.io.camera_json import load_cameras_json, read_cameras_json, save_cameras_json
 from gsrender.io.cameras import Camera, lens_arguments, stack_cameras
 from gsrender.io.colmap import (
     load_colmap_cameras,
@@ -15,13 +16,16 @@ from gsrender.io.splat import load_splat, save_splat
 __all__ = [
     "Camera",
     "lens_arguments",
+    "load_cameras_json",
     "load_colmap_cameras",
     "load_colmap_points",
     "load_mipnerf360_scene",
     "load_ply",
     "load_splat",
+    "read_cameras_json",
     "read_colmap_model",
     "safe_join",
+    "save_cameras_json",
     "save_ply",
     "save_splat",
     "stack_cameras",

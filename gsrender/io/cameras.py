@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
+from gsrender.contract import CAMERA_MODELS
 from gsrender.distortion import COEFFICIENTS
-from gsrender.ops import CAMERA_MODELS
 
 
 @dataclass

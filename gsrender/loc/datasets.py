@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsrender.cameras import read_cameras_json
+from gsrender.io.camera_json import read_cameras_json
 
 SEVEN_SCENES_FOCAL = 525.0
 
@@ -48,7 +48,7 @@ def _quat_wxyz_to_rotmat(q) -> np.ndarray:
 
 
 def load_intrinsics_json(path, images_dir=None) -> list[LocImage]:
-    """Query images with intrinsics only, from a camera JSON (gsrender.cameras.read_cameras_json,
+    """Query images with intrinsics only, from a camera JSON (gsrender.io.camera_json.read_cameras_json,
     the reader every command uses) whose entries may omit the pose; one given is kept for error
     reporting."""
     return [LocImage(e.name, e.image_path, e.K, e.width, e.height, e.viewmat)

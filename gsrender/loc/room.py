@@ -10,6 +10,7 @@ from dataclasses import replace
 import torch
 
 from gsrender import synthetic as syn
+from gsrender.geometry import covariances
 from gsrender.scene import GaussianModel, rgb_to_sh
 
 
@@ -146,8 +147,6 @@ def _merge_cells(model: GaussianModel, cell: float, share: float, texture_corr: 
                  gen: torch.Generator) -> tuple[GaussianModel, GaussianModel] | None:
     """Merges the Gaussians of a share of the grid cells of side `cell` into one moment-matched
     Gaussian per cell. -> (merged, the untouched rest), or None if none merged."""
-    from gsrender.reference import covariances
-
     cells = torch.floor(model.means.double() / cell).long()
     _, inv = torch.unique(cells, dim=0, return_inverse=True)
     merged_cell = _merged_cells(model, inv, share, texture_corr, gen)

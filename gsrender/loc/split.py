@@ -40,8 +40,8 @@ from functools import cache
 import torch
 
 from gsrender.contract import ALPHA_MAX
+from gsrender.geometry import quat_to_rotmat
 from gsrender.loc.stats import view_sizes
-from gsrender.reference import quat_to_rotmat
 from gsrender.scene import GaussianModel
 
 LIBRARY_SIZES = (2, 3, 4)

@@ -22,8 +22,9 @@ rigs       hemisphere rings, forward trajectories, project_points
 (The Removal-3D scenes of VODA build on this package: gsrender.voda.removal3d.make_removal3d; the
 application studies' trained-model scenes too: studies/scenes.py, outside the package.)
 """
-from gsrender.cameras import WORLD_UP, cameras_from_json, cameras_to_json, intrinsics, look_at, orbit_cameras
-from gsrender.reference import quat_to_rotmat
+from gsrender.cameras import WORLD_UP, intrinsics, look_at, orbit_cameras
+from gsrender.geometry import quat_to_rotmat
+from gsrender.io.camera_json import cameras_from_json, cameras_to_json
 from gsrender.synthetic.garden import garden_scene
 from gsrender.synthetic.gaussians import quat_multiply, random_quats
 from gsrender.synthetic.rigs import forward_trajectory, hemisphere_rings, project_points

@@ -27,7 +27,7 @@ import torch
 
 from gsrender import _C
 from gsrender.cameras import intrinsics
-from gsrender.ops import CAMERA_MODELS
+from gsrender.contract import CAMERA_MODELS
 from gsrender.testing.case import Case, write_case
 from gsrender.testing.tile_lists import chunk_reach, list_stats
 

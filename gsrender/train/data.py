@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gsrender.geometry import camera_centers
 from gsrender.io.cameras import Camera, lens_arguments
 from gsrender.io.colmap import load_colmap_cameras, load_colmap_points
 from gsrender.io.mipnerf360 import held_out
@@ -70,7 +71,7 @@ def camera_extent(viewmats: list[torch.Tensor]) -> float:
     """3DGS's spatial scale (getNerfppNorm): 1.1 × the largest distance of a camera centre from
     their mean. It scales the position learning rate and the densification size thresholds."""
     vm = torch.stack([v.double() for v in viewmats])  # [C, 4, 4]
-    centres = -torch.einsum("cji,cj->ci", vm[:, :3, :3], vm[:, :3, 3])  # [C, 3] = -Rᵀt
+    centres = camera_centers(vm)  # [C, 3]
     radius = (centres - centres.mean(0)).norm(dim=-1).max()
     return float(radius) * 1.1 if float(radius) > 0 else 1.0
 

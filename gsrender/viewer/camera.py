@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from gsrender.cameras import Camera, pinhole
-from gsrender.reference import quat_to_rotmat
+from gsrender.geometry import quat_to_rotmat
 
 
 def fit_size(width: int, height: int, max_side: int) -> tuple[int, int]:

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from gsrender import viz
+from gsrender.contract import MAX_FEATURES
 from gsrender.io.cameras import Camera
-from gsrender.render import MAX_FEATURES
 from gsrender.scene import GaussianModel
 from gsrender.views import render_view
 

@@ -7,14 +7,16 @@
 
 namespace gsrender {
 
-// The op's camera_model argument; the values are the schema's (gsrender.ops.CAMERA_MODELS lists
-// the names in this order). The projection templates take it as a compile-time parameter.
+// The op's camera_model argument; the values are the schema's (gsrender.contract.CAMERA_MODELS
+// reads kCameraModelNames through _C.camera_models()). The projection templates take it as a
+// compile-time parameter.
 enum CameraModel : int {
   kPinhole = 0,  // u = fx·x/z + cx
   kOrtho = 1,    // u = fx·x + cx (depth does not scale the image)
   kFisheye = 2,  // equidistant: u = fx·θ·x/r + cx, r = |(x, y)|, θ = atan2(r, z)
 };
 constexpr int kNumCameraModels = 3;
+inline constexpr const char* kCameraModelNames[kNumCameraModels] = {"pinhole", "ortho", "fisheye"};
 
 template <int Model>
 struct CameraModelTag {

@@ -126,8 +126,9 @@ inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Ten
   check_shape(opacities, "opacities", {C, N});
   check_shape(colors, "colors", {C, N, -1});
   check_shape(depths, "depths", {C, N});
-  TORCH_CHECK_VALUE(colors.size(2) >= 1 && colors.size(2) <= 4096,
-                    "colors must have 1 to 4096 channels, got ", colors.size(2));
+  TORCH_CHECK_VALUE(colors.size(2) >= 1 && colors.size(2) <= kMaxRasterChannels,
+                    "colors must have 1 to ", kMaxRasterChannels, " channels, got ",
+                    colors.size(2));
   for (auto [t, n] : {std::pair{&conics, "conics"}, {&opacities, "opacities"},
                       {&colors, "colors"}, {&depths, "depths"}}) {
     check_float(*t, n, dt);
@@ -151,8 +152,8 @@ inline RasterInputs check_raster_inputs(const at::Tensor& means2d, const at::Ten
   check_int32(flatten_ids, "flatten_ids");
   check_device(tile_offsets, "tile_offsets", dev);
   check_device(flatten_ids, "flatten_ids", dev);
-  TORCH_CHECK_VALUE(mode == 0 || mode == 1, "mode must be 0 (sorted) or 1 (weighted), got ",
-                    mode);
+  TORCH_CHECK_VALUE(mode >= 0 && mode < kNumRasterModes,
+                    "mode must be 0 (sorted) or 1 (weighted), got ", mode);
   TORCH_CHECK_VALUE(mode == 0 || weight_params.size() == 3,
                     "weight_params must be [sigma, beta, w_bg] in weighted mode");
   if (mode == 1)

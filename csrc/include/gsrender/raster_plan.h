@@ -3,7 +3,8 @@
 // backward kernel once, in rasterize_fwd, which returns the plan; rasterize_bwd runs the
 // backward kernel the plan names and never re-decides. Torch-free (the launchers and
 // tools/kernel_driver use it); Python reads the names below through _C.raster_kernels() and
-// _C.raster_precisions(), so Python and C++ share one enum.
+// _C.raster_precisions() (and the modes through _C.raster_modes()), so Python and C++ share one
+// enum.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -28,6 +29,15 @@ inline constexpr const char* kRasterKernelNames[kNumRasterKernels] = {
 constexpr bool is_mma(RasterKernel k) {
   return k == RasterKernel::kMmaF16 || k == RasterKernel::kMmaBF16 || k == RasterKernel::kMmaTF32;
 }
+
+// rasterize's `mode`, by the op's value: exact sorted compositing, sort-free weighted (OIT).
+// Python's names (gsrender.contract.MODES) are these, read through _C.raster_modes().
+constexpr int kNumRasterModes = 2;
+inline constexpr const char* kRasterModeNames[kNumRasterModes] = {"sorted", "weighted"};
+
+// The most channels (colour, depth and features, packed) one rasterize call takes; Python reads
+// it through _C.contract() (gsrender.contract.MAX_RASTER_CHANNELS).
+constexpr int64_t kMaxRasterChannels = 4096;
 
 // rasterize's `precision`: fp32 = the exact scalar loop; the others pick the Tensor Core
 // operand type on CUDA ("auto" = fp16) and the fp32 GEMM on the CPU.
