@@ -18,7 +18,7 @@ Child opacity rules (`opacity_rule`):
   but not its image. Their summed footprint is flatter than the parent's (K=2: 0.69× at the
   centre) and α-compositing the overlapping children loses more, so an opacity-0.99 Gaussian
   split on two axes composites to α 0.40 at its centre.
-- "peak" (default): o_k = o·c(o)·w_k/σ̃_k with one gain c(o) per library and parent opacity,
+- "peak" (the earlier default): o_k = o·c(o)·w_k/σ̃_k with one gain c(o) per library and parent opacity,
   chosen so the children's α-composite along the split axis, 1 − Π_k (1 − o_k·g_k), peaks at
   the parent's peak α o (K=2: c ≈ 1.2). The composited image then keeps the parent's strongest
   α, so the children dominate their pixels as the parent did; it keeps the density rule's
@@ -32,7 +32,9 @@ Child opacity rules (`opacity_rule`):
   the parent's α over its footprint (±3σ on the split axis and across it): the rule that keeps
   the composited image as close to the parent's as an opacity gain can. Across the split axis
   the parent's α is o·h(y), so the fit pools the 1-D fits at the opacities o·h(y).
-Opacities are capped at `max_opacity` (0.99, the renderer's α cap).
+Opacities are capped at `max_opacity` (0.99, the renderer's α cap). DEFAULT_OPACITY_RULE was
+chosen between "density" and "image" on the localization study's tuning scenes
+(studies/loc/REPORT.md).
 
 Which axes are split: every principal axis whose median screen footprint exceeds rho_max, except
 (by default) the thinnest one. A trained surface Gaussian is flat along the surface normal; split
@@ -59,7 +61,7 @@ DEFAULT_RHO_MAX = 2.0
 DEFAULT_LEVELS = 2
 MAX_OPACITY = ALPHA_MAX  # the renderer's α cap (0.99)
 OPACITY_RULES = ("peak", "density", "image")
-DEFAULT_OPACITY_RULE = "peak"
+DEFAULT_OPACITY_RULE = "image"
 
 
 def _pdf(x: float) -> float:
