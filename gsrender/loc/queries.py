@@ -11,9 +11,9 @@ import torch
 
 from gsrender.loc import diagnostics as D
 from gsrender.loc import metrics as LM
-from gsrender.loc.rays import pixel_rays
 from gsrender.loc.lift import LiftedMap
 from gsrender.loc.query import DEFAULT_RATIO, localize
+from gsrender.loc.rays import pixel_rays
 from gsrender.render import rasterize
 from gsrender.scene import GaussianModel
 
