@@ -160,7 +160,7 @@ def floor_views():
 
 
 # measured (median 3-d error of the matched points, inliers; split vs unsplit):
-# defaults 1.17 vs 1.49 cm and 237 vs 49; legacy 1.47 vs 3.38 cm and 263 vs 65
+# defaults 1.13 vs 1.49 cm and 240 vs 49; legacy 1.47 vs 3.38 cm and 263 vs 65
 @pytest.mark.parametrize("settings, max_err_ratio", [(DEFAULTS, 0.9), (LEGACY, 0.6)],
                          ids=["defaults", "legacy"])
 def test_end_to_end_split_and_selection_with_sift(floor_views, settings, max_err_ratio):
