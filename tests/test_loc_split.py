@@ -158,3 +158,52 @@ def test_rendered_composite_peak_after_two_axis_split(opacity):
             assert abs(float(a.max()) - float(a_parent.max())) < 0.03
             assert 1.0 <= float(a.sum() / a_parent.sum()) <= 1.45
     assert peaks["density"] < 0.8 * float(a_parent.max())
+
+
+def _oblique_view(width=96, height=72):
+    from gsrender.synthetic import intrinsics, look_at
+
+    vm = look_at([-2.5, -2.5, 2.5], [0.0, 0.0, 0.0])[None].double()
+    return vm, intrinsics(width, height, 60.0)[None].double()
+
+
+def test_thinnest_axis_is_never_split_unless_asked():
+    """A Gaussian whose three axes all cover > 2 px: by default its thin axis (z) keeps its scale
+    in every child, over three levels (though the long axes' children become thinner than it);
+    with split_normal the thin axis is split too."""
+    model = GaussianModel(means=torch.zeros(1, 3, dtype=F64),
+                          quats=torch.tensor([[1.0, 0, 0, 0]], dtype=F64),
+                          scales=torch.tensor([[0.5, 0.3, 0.2]], dtype=F64),
+                          opacities=torch.tensor([0.9], dtype=F64), sh=torch.zeros(1, 1, 3, dtype=F64))
+    vm, K = _oblique_view()
+    assert (S.axis_footprints(model.means, model.quats, model.scales, vm, K, 96, 72) > 2).all()
+    out, _ = S.split_gaussians(model, vm, K, 96, 72, rho_max=2.0, levels=3)
+    assert out.num_gaussians >= 8
+    assert torch.equal(out.scales[:, 2], torch.full((out.num_gaussians,), 0.2, dtype=F64))
+    assert (out.scales[:, 0] < 0.2).any()  # a long axis got thinner than the normal
+    both, _ = S.split_gaussians(model, vm, K, 96, 72, rho_max=2.0, levels=3, split_normal=True)
+    assert (both.scales[:, 2] < 0.2).all() and both.num_gaussians > out.num_gaussians
+
+
+def _fit_error(o, gain, k):
+    """Squared error of the children's α-composite against the parent's α over ±3σ on and
+    across the split axis (an independent evaluation of the image rule's objective)."""
+    w, m, sig = S.mog_library(k)
+    x = torch.linspace(-3, 3, 241, dtype=F64)
+    h = torch.exp(-0.5 * torch.linspace(-3, 3, 41, dtype=F64) ** 2)
+    g_k = torch.exp(-0.5 * ((x[None] - m[:, None]) / sig[:, None]) ** 2)  # [K,X]
+    o_k = (o * gain * w / sig).clamp_max(S.MAX_OPACITY)
+    comp = 1 - torch.prod(1 - o_k[:, None, None] * h[None, :, None] * g_k[:, None, :], 0)
+    return float(((comp - o * h[:, None] * torch.exp(-0.5 * x[None] ** 2)) ** 2).sum())
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("o", [0.1, 0.5, 0.9, 0.99])
+def test_image_rule_is_the_least_squares_gain(k, o):
+    """The image rule's gain fits the parent's α better than the density and peak rules' gains
+    and than gains 3 % off it."""
+    ot = torch.tensor([o], dtype=F64)
+    c = float(S.child_gain("image", ot, k)[0])
+    e = _fit_error(o, c, k)
+    for other in (1.0, float(S.peak_gain(ot, k)[0]), 0.97 * c, 1.03 * c):
+        assert e <= _fit_error(o, other, k) + 1e-12

@@ -16,11 +16,12 @@ import torch
 
 from gsrender.loc.features import Extractor, check_features
 from gsrender.loc.lift import LiftedMap
+from gsrender.loc.query import DEFAULT_RATIO, mutual_nn
+from gsrender.loc.rays import pixel_rays
 from gsrender.scene import GaussianModel
 
 # Pixels whose rendered opacity is below this have no reliable expected depth: they are background.
 DEFAULT_MIN_ALPHA = 0.5
-DEFAULT_RATIO = 0.8
 DEFAULT_MAX_REPROJ_PX = 2.0
 DEFAULT_MIN_ANGLE_DEG = 1.0
 DEFAULT_NEIGHBOURS = 3
@@ -37,16 +38,6 @@ def _as_map(points: np.ndarray, desc: np.ndarray, n_obs: int) -> LiftedMap:
 
 def _features(images, extractor, n):
     return [check_features(*extractor(images[c]), f"images[{c}]") for c in range(n)]
-
-
-def pixel_rays(kps: np.ndarray, K: np.ndarray, viewmat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Camera centre [3] and world directions [P,3] (z = 1 in the camera) of keypoints [P,2]
-    (gsrender pixel convention, as K)."""
-    K, vm = np.asarray(K, np.float64), np.asarray(viewmat, np.float64)
-    R, t = vm[:3, :3], vm[:3, 3]
-    d = np.stack([(kps[:, 0] - K[0, 2]) / K[0, 0], (kps[:, 1] - K[1, 2]) / K[1, 1],
-                  np.ones(len(kps))], 1)
-    return -R.T @ t, d @ R
 
 
 def depth_backprojection_map(model: GaussianModel, viewmats, Ks, images, width: int, height: int,
@@ -75,15 +66,7 @@ def depth_backprojection_map(model: GaussianModel, viewmats, Ks, images, width: 
 
 def _ratio_mutual(d1: np.ndarray, d2: np.ndarray, ratio: float) -> np.ndarray:
     """Mutual nearest neighbours whose best/second-best distance ratio (in view 1) < ratio."""
-    if len(d1) < 2 or len(d2) < 2:
-        return np.zeros((0, 2), np.int64)
-    sim = torch.from_numpy(d1) @ torch.from_numpy(d2).T  # [P1,P2]
-    top = sim.topk(2, dim=1)
-    back = sim.argmax(0)
-    i = torch.arange(len(d1))
-    dist = torch.sqrt((2 - 2 * top.values).clamp_min(0))  # unit vectors: ‖a−b‖² = 2 − 2a·b
-    ok = (back[top.indices[:, 0]] == i) & (dist[:, 0] < ratio * dist[:, 1])
-    return torch.stack([i[ok], top.indices[ok, 0]], 1).numpy()
+    return mutual_nn(torch.from_numpy(d1), torch.from_numpy(d2), ratio=ratio).numpy()
 
 
 def triangulated_map(viewmats, Ks, images, extractor: Extractor, *,

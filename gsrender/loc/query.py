@@ -1,7 +1,7 @@
 """Localizing a query image against a lifted map (docs/design.md §7 SplitGS-Loc (4)): keypoints and
-descriptors, mutual-nearest-neighbour matching in chunked matrix products (on the GPU when the
-map is there), then one PnP + RANSAC solve: PoseLib when importable, else OpenCV's
-solvePnPRansac with USAC MAGSAC. No iterative pose refinement."""
+descriptors, mutual-nearest-neighbour matching with Lowe's ratio test in chunked matrix products
+(on the GPU when the map is there), then one PnP + RANSAC solve: PoseLib when importable, else
+OpenCV's solvePnPRansac with USAC MAGSAC. No iterative pose refinement."""
 from __future__ import annotations
 
 import time
@@ -17,15 +17,20 @@ DEFAULT_REPROJ_PX = 3.0
 DEFAULT_ITERATIONS = 5000
 # Fewer RANSAC inliers than this is reported as a failure (a 4–6 point "pose" is chance).
 DEFAULT_MIN_INLIERS = 12
+# Lowe's ratio (SIFT paper, 2004): a match is kept when its descriptor distance is below this
+# share of the distance to the query's second-best map point. Not tuned here.
+DEFAULT_RATIO = 0.8
 
 
 def mutual_nn(query: torch.Tensor, ref: torch.Tensor, chunk: int = 8192,
-              min_similarity: float = -1.0) -> torch.Tensor:
+              min_similarity: float = -1.0, ratio: float | None = None) -> torch.Tensor:
     """Mutual nearest neighbours by dot-product similarity (L2-normalised descriptors).
 
     query [P,D], ref [M,D] -> matches [Q,2] int64 (query index, ref index): pairs that are each
-    other's best match. The reference side is processed in chunks of `chunk` rows so the
-    similarity matrix is never held whole; both directions' maxima come from the same products.
+    other's best match and, with ratio, pass Lowe's test ‖q − r₁‖ < ratio·‖q − r₂‖ against the
+    query's second-best r₂ (unit vectors: ‖a − b‖² = 2 − 2a·b; a map of one point passes). The
+    reference side is processed in chunks of `chunk` rows so the similarity matrix is never
+    held whole; both directions' maxima come from the same products.
     """
     if query.dim() != 2 or ref.dim() != 2 or query.shape[1] != ref.shape[1]:
         raise ValueError(f"query and ref must be [P,D] and [M,D], got {list(query.shape)} and "
@@ -35,12 +40,18 @@ def mutual_nn(query: torch.Tensor, ref: torch.Tensor, chunk: int = 8192,
         return torch.zeros(0, 2, dtype=torch.int64)
     query = query.to(ref.device, ref.dtype)
     best_q = torch.full((P,), -float("inf"), device=ref.device)  # query's best similarity
+    second_q = torch.full((P,), -float("inf"), device=ref.device)  # and its second best
     arg_q = torch.zeros(P, dtype=torch.int64, device=ref.device)
     col_max = torch.empty(M, device=ref.device)  # every map point's best similarity
     for r0 in range(0, M, chunk):
         sim = query @ ref[r0:r0 + chunk].T  # [P, m]
-        v, a = sim.max(dim=1)
+        if ratio is not None and sim.shape[1] >= 2:
+            top = sim.topk(2, dim=1)
+            v, a, v2 = top.values[:, 0], top.indices[:, 0], top.values[:, 1]
+        else:
+            (v, a), v2 = sim.max(dim=1), torch.full((P,), -float("inf"), device=ref.device)
         better = v > best_q
+        second_q = torch.where(better, torch.maximum(best_q, v2), torch.maximum(second_q, v))
         best_q = torch.where(better, v, best_q)
         arg_q = torch.where(better, a + r0, arg_q)
         # values, not argmax: amax across rows is several times cheaper on the CPU, and the pair
@@ -48,6 +59,9 @@ def mutual_nn(query: torch.Tensor, ref: torch.Tensor, chunk: int = 8192,
         col_max[r0:r0 + chunk] = sim.amax(dim=0)
     qi = torch.arange(P, device=ref.device)
     ok = (best_q >= col_max[arg_q]) & (best_q >= min_similarity)
+    if ratio is not None:
+        dist = lambda sim: torch.sqrt((2 - 2 * sim).clamp_min(0))
+        ok &= torch.isinf(second_q) | (dist(best_q) < ratio * dist(second_q))
     return torch.stack([qi[ok], arg_q[ok]], dim=1).cpu()
 
 
@@ -123,10 +137,11 @@ def localize(image, K, map_points: torch.Tensor, map_descriptors: torch.Tensor,
              extractor: Extractor, *, reproj_px: float = DEFAULT_REPROJ_PX,
              iterations: int = DEFAULT_ITERATIONS, backend: str = "auto",
              top_k_views: int | None = None, point_views=None, view_descriptors=None,
-             codebook=None) -> PoseResult:
+             codebook=None, ratio: float | None = DEFAULT_RATIO) -> PoseResult:
     """Pose of one query image (RGB [H,W,3]) with intrinsics K [3,3] against the map.
     top_k_views: match only against the points observed in the k training views most similar to
-    the query (retrieval; needs the map's point_views, view_descriptors and codebook)."""
+    the query (retrieval; needs the map's point_views, view_descriptors and codebook).
+    ratio: Lowe's ratio test on the matches (None: mutual nearest neighbours alone)."""
     H, W = np.asarray(image).shape[:2] if not hasattr(image, "shape") else tuple(image.shape[:2])
     t = {}
     t0 = time.perf_counter()
@@ -140,10 +155,10 @@ def localize(image, K, map_points: torch.Tensor, map_descriptors: torch.Tensor,
             raise ValueError("top_k_views: the map has no retrieval index (rebuild it)")
         views = RT.top_views(qd, view_descriptors, codebook, top_k_views)
         subset = RT.points_in_views(point_views, views.numpy(), view_descriptors.shape[0])
-        m = mutual_nn(qd, map_descriptors[subset])
+        m = mutual_nn(qd, map_descriptors[subset], ratio=ratio)
         m[:, 1] = subset[m[:, 1]]
     else:
-        m = mutual_nn(qd, map_descriptors)
+        m = mutual_nn(qd, map_descriptors, ratio=ratio)
     t2 = time.perf_counter()
     t["matching"] = (t2 - t1) * 1e3
     m_np = m.numpy()

@@ -18,7 +18,7 @@ Child opacity rules (`opacity_rule`):
   but not its image. Their summed footprint is flatter than the parent's (K=2: 0.69× at the
   centre) and α-compositing the overlapping children loses more, so an opacity-0.99 Gaussian
   split on two axes composites to α 0.40 at its centre.
-- "peak" (default): o_k = o·c(o)·w_k/σ̃_k with one gain c(o) per library and parent opacity,
+- "peak" (the earlier default): o_k = o·c(o)·w_k/σ̃_k with one gain c(o) per library and parent opacity,
   chosen so the children's α-composite along the split axis, 1 − Π_k (1 − o_k·g_k), peaks at
   the parent's peak α o (K=2: c ≈ 1.2). The composited image then keeps the parent's strongest
   α, so the children dominate their pixels as the parent did; it keeps the density rule's
@@ -28,7 +28,18 @@ Child opacity rules (`opacity_rule`):
   density rule is nearly the least-squares fit of the composite (K=2: the best common gain is
   0.99–1.00); the peak rule trades a larger coverage (K=2, two axes: +32 % α mass) for the
   preserved peak.
-Opacities are capped at `max_opacity` (0.99, the renderer's α cap).
+- "image": o_k = o·c(o)·w_k/σ̃_k with c(o) the least-squares fit of the children's α-composite to
+  the parent's α over its footprint (±3σ on the split axis and across it): the rule that keeps
+  the composited image as close to the parent's as an opacity gain can. Across the split axis
+  the parent's α is o·h(y), so the fit pools the 1-D fits at the opacities o·h(y).
+Opacities are capped at `max_opacity` (0.99, the renderer's α cap). DEFAULT_OPACITY_RULE was
+chosen between "density" and "image" on the localization study's tuning scenes
+(studies/loc/REPORT.md).
+
+Which axes are split: every principal axis whose median screen footprint exceeds rho_max, except
+(by default) the thinnest one. A trained surface Gaussian is flat along the surface normal; split
+there, its children sit in front of and behind the surface, and a keypoint lifted onto one of
+them lands off the surface along its ray. `split_normal=True` restores splitting that axis too.
 """
 from __future__ import annotations
 
@@ -49,8 +60,8 @@ LIBRARY_SIZES = (2, 3, 4)
 DEFAULT_RHO_MAX = 2.0
 DEFAULT_LEVELS = 2
 MAX_OPACITY = ALPHA_MAX  # the renderer's α cap (0.99)
-OPACITY_RULES = ("peak", "density")
-DEFAULT_OPACITY_RULE = "peak"
+OPACITY_RULES = ("peak", "density", "image")
+DEFAULT_OPACITY_RULE = "image"
 
 
 def _pdf(x: float) -> float:
@@ -130,13 +141,60 @@ def peak_gain_table(k: int, max_opacity: float = MAX_OPACITY) -> torch.Tensor:
     return 0.5 * (lo + hi)
 
 
-def peak_gain(opacities: torch.Tensor, k: int, max_opacity: float = MAX_OPACITY) -> torch.Tensor:
-    """The peak rule's gain c(o) for parent opacities [S] (linear in the table)."""
-    table = peak_gain_table(k, float(max_opacity)).to(opacities.dtype)
+# Points across the split axis (units of σ) at which the image rule fits the composite.
+_ACROSS_GRID = torch.linspace(-3.0, 3.0, 31, dtype=torch.float64)
+
+
+@cache
+def image_gain_table(k: int, max_opacity: float = MAX_OPACITY) -> torch.Tensor:
+    """The image rule's gains c [_GAIN_LEVELS] at parent opacities linspace(0, 1): golden-section
+    search for the least-squares fit of the children's α-composite to the parent's α
+    o·g(x)·h(y) over x, y in ±3σ. The search runs over c in [0.5, 3] below the gain at which the
+    least opaque child reaches max_opacity: beyond it the error stops changing, and that plateau
+    would trap the search; below it the error falls and then rises."""
+    o = torch.linspace(0.0, 1.0, _GAIN_LEVELS, dtype=torch.float64).clamp(1e-4, max_opacity)
+    w, _, sig = mog_library(k)
+    h = torch.exp(-0.5 * _ACROSS_GRID ** 2)  # [Y] the parent's profile across the split axis
+    g = torch.exp(-0.5 * _AXIS_GRID ** 2)  # [X] and along it
+    target = (o[:, None, None] * h[None, :, None]) * g[None, None, :]  # [L,Y,X]
+
+    def err(c):  # [L]
+        o_k = (o[:, None] * c[:, None] * (w / sig)[None]).clamp_max(max_opacity)  # [L,K]
+        prof = composite_profile((o_k[:, None, :] * h[None, :, None]).reshape(-1, k), k)
+        return ((prof.reshape(target.shape) - target) ** 2).sum((1, 2))
+
+    inv_phi = (math.sqrt(5.0) - 1.0) / 2.0
+    lo = torch.full_like(o, 0.5)
+    hi = (max_opacity / (o * (w / sig).min())).clamp(0.5, 3.0)
+    for _ in range(60):
+        a, b = hi - inv_phi * (hi - lo), lo + inv_phi * (hi - lo)
+        left = err(a) < err(b)
+        lo, hi = torch.where(left, lo, a), torch.where(left, b, hi)
+    return 0.5 * (lo + hi)
+
+
+def _interpolate(table: torch.Tensor, opacities: torch.Tensor) -> torch.Tensor:
+    """A gain table over linspace(0, 1) read at opacities [S] (linear interpolation)."""
+    table = table.to(opacities.dtype)
     pos = opacities.clamp(0, 1) * (_GAIN_LEVELS - 1)
     i0 = pos.floor().long().clamp_max(_GAIN_LEVELS - 2)
     f = pos - i0
     return table[i0] * (1 - f) + table[i0 + 1] * f
+
+
+def peak_gain(opacities: torch.Tensor, k: int, max_opacity: float = MAX_OPACITY) -> torch.Tensor:
+    """The peak rule's gain c(o) for parent opacities [S]."""
+    return _interpolate(peak_gain_table(k, float(max_opacity)), opacities)
+
+
+def child_gain(rule: str, opacities: torch.Tensor, k: int,
+               max_opacity: float = MAX_OPACITY) -> torch.Tensor | float:
+    """The gain c(o) that opacity rule `rule` applies on top of the density rule's o·w_k/σ̃_k."""
+    if rule == "density":
+        return 1.0
+    if rule == "peak":
+        return peak_gain(opacities, k, max_opacity)
+    return _interpolate(image_gain_table(k, float(max_opacity)), opacities)
 
 
 def split_axis(model: GaussianModel, mask: torch.Tensor, axis: int, k: int = 2,
@@ -169,7 +227,7 @@ def split_axis(model: GaussianModel, mask: torch.Tensor, axis: int, k: int = 2,
     means, scales, opac = out.means.clone(), out.scales.clone(), out.opacities.clone()
     means[nk:] += (m[child] * s)[:, None] * u
     scales[nk:, axis] = sig[child] * s
-    gain = 1.0 if opacity_rule == "density" else peak_gain(opac[nk:], k, max_opacity)
+    gain = child_gain(opacity_rule, opac[nk:], k, max_opacity)
     opac[nk:] = (opac[nk:] * gain * w[child] / sig[child]).clamp_max(max_opacity)
     return replace(out, means=means, scales=scales, opacities=opac), parent
 
@@ -213,22 +271,28 @@ def axis_footprints(means, quats, scales, viewmats, Ks, width, height,
 def split_gaussians(model: GaussianModel, viewmats, Ks, width, height, *,
                     rho_max: float = DEFAULT_RHO_MAX, levels: int = DEFAULT_LEVELS, k: int = 2,
                     max_gaussians: int | None = None, max_opacity: float = MAX_OPACITY,
-                    opacity_rule: str = DEFAULT_OPACITY_RULE) -> tuple[GaussianModel, torch.Tensor]:
+                    opacity_rule: str = DEFAULT_OPACITY_RULE,
+                    split_normal: bool = False) -> tuple[GaussianModel, torch.Tensor]:
     """Footprint-driven recursive split: at each of up to `levels` levels, every axis whose
     median screen footprint over the views exceeds rho_max px is split into k children (axes
-    one after another, so a Gaussian large on two axes becomes the k×k product). With
+    one after another, so a Gaussian large on two axes becomes the k×k product). The input
+    Gaussian's thinnest axis (its normal) is never split unless split_normal; children keep
+    their parent's normal axis, though splitting may make another axis thinner. With
     max_gaussians, a level splits the Gaussians with the largest footprints first and only as
     many as keep the total within the budget. Stops when nothing is left to split. Children's
-    opacities follow opacity_rule ("peak" or "density", module docstring).
+    opacities follow opacity_rule (module docstring).
     Returns (split model, parent [N'] index into the input model)."""
     if not rho_max > 0:
         raise ValueError(f"rho_max must be > 0, got {rho_max}")
     if isinstance(levels, bool) or not isinstance(levels, int) or levels < 0:
         raise ValueError(f"levels must be an int >= 0, got {levels!r}")
     parent = torch.arange(model.num_gaussians)
+    normal = model.scales.argmin(1)  # [N] each input Gaussian's thinnest axis
     for _ in range(levels):
         fp = axis_footprints(model.means, model.quats, model.scales, viewmats, Ks, width, height)
         big = fp > rho_max  # [N,3]
+        if not split_normal:
+            big[torch.arange(big.shape[0]), normal[parent]] = False
         if not big.any():
             break
         if max_gaussians is not None:

@@ -2,23 +2,27 @@
 images of a dense rig (studies.scenes), a localization map lifted from it with its
 training images and poses, and held-out query photos rendered from the ground-truth scene (the
 rig's held-out views, then seeded poses over the rig's shell) with an exposure change and noise.
-SplitGS-Loc against its one-factor ablations (no_split, density_opacity: the density child-opacity
-rule, no_select, no_consistency) and two external maps from the SAME training images, poses and
-SIFT features: the trained model's rendered-depth back-projection and a triangulated (SfM-style,
-known poses) map. Per scene: R@5cm5°, R@2cm2°, R@1cm1°, median errors, map size, build and query
-time; then mean and 95 % t-interval over scenes, and paired differences to splitgs.
+SplitGS-Loc against its one-factor ablations (METHODS below), the earlier SplitGS-Loc
+("legacy"), a ladder from back-projection to the full method, and two external maps from the
+SAME training images, poses and SIFT features: the trained model's rendered-depth
+back-projection and a triangulated (SfM-style, known poses) map. Per scene: R@5cm5°, R@2cm2°,
+R@1cm1°, median errors, map size, build and query time, and the diagnostics (associations per
+keypoint and per map point, inliers on a wrong split sibling, signed depth error of the inlier
+map points, the camera's displacement along its optical axis); then mean and 95 % t-interval
+over scenes, and paired differences to splitgs.
 
     python studies/loc/trained.py [--seeds 2000 ...] [--size small|full] [--quick]
                                      [--out DIR] [--scenes-root out/trained_scenes] [--queries N]
 
 Every setting below is frozen before evaluation (studies/loc/REPORT.md names the commit);
-EVAL_SEEDS were used for nothing else. TUNING_SEEDS: the scenes the pipeline was brought up on.
-The seeds, split and scene size are the VODA study's (studies/voda/trained.py), so both
-studies share one cache of trained scenes.
+EVAL_SEEDS were used for nothing else. TUNING_SEEDS: the scenes the child-opacity rule was
+chosen on (`--seeds 0 1`). The split and scene size are the VODA study's (studies/voda/trained.py),
+so both studies share one cache of trained scenes.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -37,16 +41,41 @@ from gsrender.io import atomic
 from gsrender.loc import baselines as BL
 from gsrender.loc import metrics as LM
 from gsrender.loc import pipeline as P
+from gsrender.loc import query as QR
+from gsrender.loc import split as SP
 from gsrender.loc.features import SiftExtractor
 from gsrender.loc.queries import evaluate_queries, photometric_change, render_views
 from studies import scenes as TR
 
 TUNING_SEEDS = (0, 1)
-EVAL_SEEDS = (2000, 2001, 2002, 2003, 2004)
+# Scenes never evaluated before the defaults (one-to-one lifting, normal axis kept, the
+# child-opacity rule, the ratio test) were frozen. 2000–2004 evaluated the earlier method
+# (studies/loc/REPORT.md) and are not reused.
+EVAL_SEEDS = (3000, 3001, 3002, 3003, 3004)
 SCENE_SPLIT = "isolated"
-PIPELINE_METHODS = ("splitgs", "no_split", "density_opacity", "no_select", "no_consistency")
+# Each method: the map it localizes against (a pipeline preset or an external map) and whether
+# its matcher applies Lowe's ratio test. Every map is matched with the ratio test except in the
+# rows that ablate it ("no_ratio") or reproduce the earlier method ("legacy").
+#   one-factor rows against splitgs: no_split; the child-opacity rules other than the default;
+#     split_normal (split the thin axis too); all_contributors (lift a keypoint onto every top-4
+#     contributor with w >= tau_a); no_ratio; no_select; no_consistency
+#   legacy: the earlier SplitGS-Loc (all_contributors + split_normal + peak rule + no ratio test)
+#   the ladder from back-projection to the full method, one step a rung: depth_backproj ->
+#     plain (lift each keypoint onto one Gaussian) -> split_only (+ split) -> no_consistency
+#     (+ selection) -> splitgs (+ consistency filter)
+OPACITY_ROWS = tuple(f"{rule}_opacity" for rule in SP.OPACITY_RULES
+                     if rule != SP.DEFAULT_OPACITY_RULE)
+PIPELINE_METHODS = ("splitgs", "no_split", *OPACITY_ROWS, "split_normal", "all_contributors",
+                    "no_select", "no_consistency", "split_only", "plain", "legacy")
 EXTERNAL_METHODS = ("depth_backproj", "triangulated")
-METHODS = PIPELINE_METHODS + EXTERNAL_METHODS
+RATIO_ABLATIONS = {"no_ratio": "splitgs"}  # method -> the map it matches without the ratio test
+NO_RATIO = {"legacy", *RATIO_ABLATIONS}
+METHODS = PIPELINE_METHODS[:1] + tuple(RATIO_ABLATIONS) + PIPELINE_METHODS[1:] + EXTERNAL_METHODS
+LADDER_STEPS = {"depth_backproj": "each keypoint at its rendered depth",
+                "plain": "lifting: each keypoint onto one Gaussian, at its mean",
+                "split_only": "the MoG split", "no_consistency": "multi-view selection",
+                "splitgs": "the consistency filter"}
+LADDER = tuple(LADDER_STEPS)
 # Per trained-scene size (studies.scenes.SIZES): queries per scene and SIFT budgets.
 # The study size is "full" (100 training views at 320×240, 2,000 training steps); "small" (100
 # views at 128×96, 600 steps) is the same protocol at a size a loaded 2-core machine trains in
@@ -65,6 +94,7 @@ RECALL_LIMITS = {f"recall_{round(tm * 100)}cm{round(rd)}deg": (tm, rd)
 RECALL_KEYS = tuple(RECALL_LIMITS)
 BOOTSTRAP = 2000  # resamples of the pooled queries (within each scene) for the pooled intervals
 DELTA_KEYS = ("recall_2cm2deg", "recall_5cm5deg", "median_t_cm", "median_r_deg")
+PIPELINE_ONLY = ("lifted_share", "assoc_per_keypoint", "assoc_per_point", "assoc_per_point_median")
 
 
 def query_cameras(ts, n: int, seed: int):
@@ -108,35 +138,66 @@ class Scene:
         self.query_dist = torch.cdist(centres(self.query_vm.double()),
                                       centres(ts.train.viewmats.double())).min(1).values.numpy()
 
-    def build_all(self) -> dict:
-        """{method: (map, info)}: info has build_s (excluding the shared training SIFT) and, for
-        the pipeline methods, the split model's size and the selected count."""
+    def build_all(self, methods=METHODS) -> dict:
+        """{method: (map, info)} for methods: info has build_s (excluding the shared training
+        SIFT) and, for the pipeline methods, the split model's size, the selected count and the
+        lifting's associations."""
         ts = self.ts
         tv, tK, W, H = ts.train.viewmats, ts.train.Ks, ts.width, ts.height
         views, feat = list(range(len(self.train_feats))), self.train_feats.__getitem__
+        pipeline = {RATIO_ABLATIONS.get(n, n) for n in methods} & set(PIPELINE_METHODS)
         maps = P.build_maps(ts.model, tv, tK, views, W, H, feat,
-                            {name: P.preset(name) for name in PIPELINE_METHODS})
+                            {name: P.preset(name) for name in PIPELINE_METHODS if name in pipeline})
         out = {name: (m, {"build_s": info["timings_s"]["total"],
-                          "n_gaussians": info["n_gaussians"], "n_selected": info["n_selected"]})
+                          "n_gaussians": info["n_gaussians"], "n_selected": info["n_selected"],
+                          **association_counts(info["associations"], m)})
                for name, (m, info) in maps.items()}
-        t0 = time.perf_counter()
-        m = BL.depth_backprojection_map(ts.model, tv, tK, views, W, H, feat)
-        out["depth_backproj"] = (m, {"build_s": time.perf_counter() - t0})
-        t0 = time.perf_counter()
-        m = BL.triangulated_map(tv, tK, views, feat)
-        out["triangulated"] = (m, {"build_s": time.perf_counter() - t0})
+        for name, base in RATIO_ABLATIONS.items():
+            if name in methods:
+                out[name] = out[base]
+        if "depth_backproj" in methods:
+            t0 = time.perf_counter()
+            m = BL.depth_backprojection_map(ts.model, tv, tK, views, W, H, feat)
+            out["depth_backproj"] = (m, {"build_s": time.perf_counter() - t0})
+        if "triangulated" in methods:
+            t0 = time.perf_counter()
+            m = BL.triangulated_map(tv, tK, views, feat)
+            out["triangulated"] = (m, {"build_s": time.perf_counter() - t0})
         return out
 
-    def evaluate(self, m, tick=lambda: None) -> dict:
+    def evaluate(self, m, ratio, tick=lambda: None) -> dict:
         return evaluate_queries(m, self.query_feats, self.query_vm, self.query_K,
-                                self.query_depth, tick)
+                                self.query_depth, tick, ratio=ratio)
+
+
+def association_counts(counts: dict, m) -> dict:
+    """The lifting's associations: share of training keypoints lifted, associations per lifted
+    keypoint (1 under the one-to-one rule), and per map point (its n_obs), mean and median."""
+    n_obs = m.n_obs.double()
+    return {"lifted_share": counts["lifted_keypoints"] / max(counts["keypoints"], 1),
+            "assoc_per_keypoint": counts["associations"] / max(counts["lifted_keypoints"], 1),
+            "assoc_per_point": float(n_obs.mean()) if n_obs.numel() else math.nan,
+            "assoc_per_point_median": float(n_obs.median()) if n_obs.numel() else math.nan}
+
+
+def _nanmedian(x, scale: float = 1.0) -> float:
+    a = np.asarray(x, np.float64)
+    return float(np.nanmedian(a) * scale) if np.isfinite(a).any() else math.nan
 
 
 def query_metrics(r: dict) -> dict:
-    """One scene's recalls and medians over all its queries (failures count as infinite)."""
+    """One scene's recalls and medians over all its queries (failures count as infinite), and
+    the diagnostics over their inliers: signed depth error of the map points (cm, + = behind the
+    surface), the camera's signed displacement along its optical axis (cm, + = backwards), the
+    share of inliers on a point with a split sibling in the map and, of those, the share with a
+    sibling nearer the keypoint's true point."""
     out = LM.summarize(r["t_err"], r["r_err"])
-    e3 = np.asarray(r["err3d"], np.float64)
-    out["err3d_cm"] = float(np.nanmedian(e3) * 100) if np.isfinite(e3).any() else math.nan
+    out["err3d_cm"] = _nanmedian(r["err3d"], 100)
+    out["depth_err_cm"] = _nanmedian(r["depth_err"], 100)
+    out["axial_cm"] = _nanmedian(r["axial"], 100)
+    n_inl, n_sib = sum(r["inliers"]), sum(r["sibling"])
+    out["sibling_share"] = n_sib / n_inl if n_inl else math.nan
+    out["wrong_sibling_share"] = sum(r["wrong_sibling"]) / n_sib if n_sib else math.nan
     out["query_ms"] = float(np.median(r["ms"]))
     out["inliers"] = float(np.median(r["inliers"]))
     out["success"] = float(np.mean(np.isfinite(r["t_err"])))
@@ -154,23 +215,25 @@ def interval(vals) -> list[float]:
     return list(mean_ci95(x))
 
 
-def run_scene(size: str, seed: int, sz: dict, root: Path, bar) -> dict:
-    """Loads (or trains and caches) the scene of seed, builds every map, localizes every query."""
+def run_scene(size: str, seed: int, sz: dict, root: Path, bar, methods=METHODS) -> dict:
+    """Loads (or trains and caches) the scene of seed, builds the methods' maps, localizes every
+    query."""
     bar.set_description(f"scene {seed}: load/train")
     ts = TR.load_or_train(size, seed, SCENE_SPLIT, root=root)
     bar.set_description(f"scene {seed}: maps")
     scene = Scene(ts, seed, sz)
-    maps = scene.build_all()
+    maps = scene.build_all(methods)
     training = ts.report["training"]
     res = {"seed": seed, "psnr_train": training["psnr_train"], "psnr_test": training["psnr_test"],
            "gaussians": ts.model.num_gaussians, "train_views": len(ts.train),
            "queries": len(scene.query_feats), "held_out_queries": min(len(ts.test), sz["queries"]),
            "query_dist_m": float(scene.query_dist.mean()), "train_sift_s": scene.sift_s,
            "methods": {}}
-    for name in METHODS:
+    for name in methods:
         m, info = maps[name]
         bar.set_description(f"scene {seed}: {name}")
-        r = scene.evaluate(m, lambda: bar.update(1))
+        r = scene.evaluate(m, None if name in NO_RATIO else QR.DEFAULT_RATIO,
+                           lambda: bar.update(1))
         res["methods"][name] = {**query_metrics(r), **info, "map_points": int(m.points.shape[0]),
                                 "t_err": r["t_err"], "r_err": r["r_err"]}
     return res
@@ -199,17 +262,18 @@ def pooled_recalls(scenes: list[dict], name: str, seed: int = 0) -> dict:
     return out
 
 
-def summarize(scenes: list[dict]) -> dict:
+def summarize(scenes: list[dict], methods=METHODS) -> dict:
     """{method: {metric: [mean, ci]}} over scenes, paired differences to splitgs, and pooled
     recalls over all queries with bootstrap intervals."""
-    keys = ("median_t_cm", "median_r_deg", *RECALL_KEYS, "err3d_cm", "query_ms", "inliers",
-            "success", "map_points", "build_s")
+    keys = ("median_t_cm", "median_r_deg", *RECALL_KEYS, "err3d_cm", "depth_err_cm", "axial_cm",
+            "sibling_share", "wrong_sibling_share", "query_ms", "inliers", "success",
+            "map_points", "build_s")
     out = {}
-    for name in METHODS:
+    for name in methods:
         rows = [s["methods"][name] for s in scenes]
         base = [s["methods"]["splitgs"] for s in scenes]
         o = {k: interval([r[k] for r in rows]) for k in keys}
-        for k in ("n_gaussians", "n_selected"):
+        for k in ("n_gaussians", "n_selected", *PIPELINE_ONLY):
             if k in rows[0]:
                 o[k] = interval([r[k] for r in rows])
         o["delta_vs_splitgs"] = {k: interval([r[k] - b[k] for r, b in zip(rows, base)])
@@ -219,6 +283,17 @@ def summarize(scenes: list[dict]) -> dict:
         o["pooled"] = LM.summarize(pooled_t, pooled_r)
         o["pooled_bootstrap"] = pooled_recalls(scenes, name)
         out[name] = o
+    return out
+
+
+def ladder(scenes: list[dict]) -> list[dict]:
+    """Each rung of LADDER after the first: its paired per-scene difference to the rung below
+    ([mean, 95 % half-width] over scenes) in R@2cm2° and the median translation error."""
+    out = []
+    for lower, upper in itertools.pairwise(LADDER):
+        d = {k: interval([s["methods"][upper][k] - s["methods"][lower][k] for s in scenes])
+             for k in ("recall_2cm2deg", "median_t_cm")}
+        out.append({"method": upper, "below": lower, **d})
     return out
 
 
@@ -236,6 +311,7 @@ def fmt(v, pct=False, nd=2) -> str:
 def markdown(results: dict) -> str:
     s = results["summary"]
     scenes = results["scenes"]
+    methods = results["methods"]  # a results file of an earlier method list renders as it ran
     env = results["env"]
     machine = (f"Machine: {env['cpu']}, {env['cpu_threads']} threads, load {env['loadavg']}; "
                f"commit {env['commit']}; wall {results['wall_s'] / 60:.1f} min.")
@@ -253,7 +329,7 @@ def markdown(results: dict) -> str:
             "R@1cm1° %", "median t cm", "median r °", "inlier 3D err cm", "ΔR@5cm5° vs splitgs",
             "ΔR@2cm2° vs splitgs")
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for name in METHODS:
+    for name in methods:
         r = s[name]
         d = r["delta_vs_splitgs"]
         lines.append("| " + " | ".join([
@@ -267,16 +343,48 @@ def markdown(results: dict) -> str:
                    "resampled within each scene; query noise only):"), "",
               "| method | R@5cm5° % | R@2cm2° % | ΔR@5cm5° vs splitgs | ΔR@2cm2° vs splitgs |",
               "|---|---|---|---|---|"]
-    for name in METHODS:
+    for name in methods:
         pb = s[name]["pooled_bootstrap"]
         cell = lambda v: f"{100 * v[0]:.0f} [{100 * v[1]:.0f}, {100 * v[2]:.0f}]"
         lines.append(f"| {name} | {cell(pb['recall_5cm5deg'])} | {cell(pb['recall_2cm2deg'])} | "
                      f"{cell(pb['delta_recall_5cm5deg'])} | {cell(pb['delta_recall_2cm2deg'])} |")
     lines += ["", "Split model size and selection (pipeline maps):", "",
               "| method | Gaussians after split | selected |", "|---|---|---|"]
-    for name in PIPELINE_METHODS:
+    for name in (n for n in methods if "n_gaussians" in s[n]):
         r = s[name]
         lines.append(f"| {name} | {fmt(r['n_gaussians'], nd=0)} | {fmt(r['n_selected'], nd=0)} |")
+    if "ladder" not in results:
+        return "\n".join(lines) + "\n"
+    lines += ["", "Ladder from back-projection to the full method, one step a rung (paired "
+              "per-scene difference to the rung below, mean ± 95 % t-interval):", "",
+              "| rung | adds | R@2cm2° % | median t cm | ΔR@2cm2° vs rung below | Δ median t cm |",
+              "|---|---|---|---|---|---|"]
+    rungs = [{"method": LADDER[0]}, *results["ladder"]]
+    for r in rungs:
+        name = r["method"]
+        below = ("–", "–") if "below" not in r else (fmt(r["recall_2cm2deg"], True),
+                                                     fmt(r["median_t_cm"]))
+        lines.append(f"| {name} | {LADDER_STEPS[name]} | {fmt(s[name]['recall_2cm2deg'], True)} | "
+                     f"{fmt(s[name]['median_t_cm'])} | {below[0]} | {below[1]} |")
+    lines += ["", ("Diagnostics over each scene's queries (mean ± 95 % t-interval over scenes): "
+                   "the lifting's associations, and over the PnP inliers the share whose map "
+                   "point has a sibling (a child of the same split Gaussian) in the map, of those "
+                   "the share with a sibling nearer the keypoint's true 3-d point, the median "
+                   "signed depth error of the map points (+ = behind the surface) and the "
+                   "estimated camera's median signed displacement along its optical axis "
+                   "(+ = backwards)."), "",
+              "| method | keypoints lifted % | associations / lifted keypoint | associations / "
+              "map point | inliers | on a split sibling % | nearer sibling exists % | depth "
+              "error cm | axial displacement cm |", "|---|---|---|---|---|---|---|---|---|"]
+    for name in methods:
+        r = s[name]
+        lifting = [fmt(r[k], k == "lifted_share") if k in r else "–"
+                   for k in ("lifted_share", "assoc_per_keypoint", "assoc_per_point")]
+        lines.append("| " + " | ".join([
+            name, *lifting,
+            fmt(r["inliers"], nd=0), fmt(r["sibling_share"], True),
+            fmt(r["wrong_sibling_share"], True), fmt(r["depth_err_cm"]), fmt(r["axial_cm"])])
+            + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -288,20 +396,21 @@ def plot(results: dict, path: Path) -> None:
 
     s = results["summary"]
     fig, axs = plt.subplots(1, 3, figsize=(14, 4.2))
-    x = np.arange(len(METHODS))
+    methods = results["methods"]
+    x = np.arange(len(methods))
     for off, key, label in ((-0.2, "recall_5cm5deg", "5 cm, 5°"), (0.2, "recall_2cm2deg", "2 cm, 2°")):
-        v = np.array([s[n][key] for n in METHODS], np.float64)
+        v = np.array([s[n][key] for n in methods], np.float64)
         axs[0].bar(x + off, 100 * v[:, 0], 0.4, yerr=100 * np.nan_to_num(v[:, 1]), capsize=3,
                    label=label)
     axs[0].set_ylabel("recall (%)"), axs[0].legend(fontsize=8)
     for ax, key, label in ((axs[1], "median_t_cm", "median translation error (cm)"),
                            (axs[2], "map_points", "map points")):
-        v = np.array([s[n][key] for n in METHODS], np.float64)
+        v = np.array([s[n][key] for n in methods], np.float64)
         ax.bar(x, np.where(np.isfinite(v[:, 0]), v[:, 0], np.nan), 0.6,
                yerr=np.nan_to_num(v[:, 1]), capsize=3)
         ax.set_ylabel(label)
     for ax in axs:
-        ax.set_xticks(x, METHODS, rotation=35, ha="right", fontsize=8), ax.grid(alpha=0.3, axis="y")
+        ax.set_xticks(x, methods, rotation=35, ha="right", fontsize=8), ax.grid(alpha=0.3, axis="y")
     fig.suptitle(f"mean ± 95 % CI over {len(results['scenes'])} trained scenes "
                  f"({results['size']} size)", fontsize=10)
     fig.tight_layout(), fig.savefig(path, dpi=110), plt.close(fig)
@@ -319,6 +428,9 @@ def main(argv=None) -> int:
                     help="cache of the trained scenes (trained there when missing)")
     ap.add_argument("--out", type=Path, default=Path("out/loc_trained"),
                     help="writes loc_trained.json, loc_trained.md and loc_trained.png here")
+    ap.add_argument("--methods", nargs="+", choices=METHODS, metavar="METHOD",
+                    help="run only these methods (splitgs always; the ladder's table needs all "
+                         f"its rungs): {' '.join(METHODS)}")
     ap.add_argument("--resume", type=Path, nargs="+",
                     help="earlier loc_trained.json files of the same size: their scenes are kept "
                          "and their seeds not rerun")
@@ -333,6 +445,7 @@ def main(argv=None) -> int:
             raise SystemExit(f"--queries must be >= 1, got {args.queries}")
         sz["queries"] = args.queries
     seeds = tuple(args.seeds) if args.seeds else (TUNING_SEEDS[:1] if args.quick else EVAL_SEEDS)
+    methods = tuple(n for n in METHODS if n == "splitgs" or n in (args.methods or METHODS))
     args.out.mkdir(parents=True, exist_ok=True)
     scenes = []
     for path in args.resume or ():
@@ -350,18 +463,21 @@ def main(argv=None) -> int:
         res = {"size": size, "sizes": sz, "scene_size": TR.SIZES[size].__dict__,
                "split": SCENE_SPLIT, "seeds": [sc["seed"] for sc in scenes],
                "tuning_seeds": list(TUNING_SEEDS), "eval_seeds": list(EVAL_SEEDS),
-               "methods": list(METHODS),
-               "configs": {n: P.preset(n).__dict__ for n in PIPELINE_METHODS},
+               "methods": list(methods),
+               "configs": {n: P.preset(n).__dict__ for n in PIPELINE_METHODS if n in methods},
+               "match_ratio": {n: None if n in NO_RATIO else QR.DEFAULT_RATIO for n in methods},
                "command": command, "env": env_block(), "wall_s": time.perf_counter() - t0,
-               "scenes": scenes, "summary": summarize(scenes)}
+               "scenes": scenes, "summary": summarize(scenes, methods)}
+        if set(LADDER) <= set(methods):
+            res["ladder"] = ladder(scenes)
         atomic.write_text(args.out / "loc_trained.json", json.dumps(res, indent=1))
         (args.out / "loc_trained.md").write_text(markdown(res))
         return res
 
-    bar = tqdm(total=len(pending) * len(METHODS) * sz["queries"], unit="query", ascii=True,
+    bar = tqdm(total=len(pending) * len(methods) * sz["queries"], unit="query", ascii=True,
                mininterval=5, file=sys.stdout, dynamic_ncols=True)
     for seed in pending:
-        scenes.append(run_scene(size, seed, sz, args.scenes_root, bar))
+        scenes.append(run_scene(size, seed, sz, args.scenes_root, bar, methods))
         write()  # after every scene: an interrupted run keeps the scenes it finished
     bar.close()
     if not scenes:

@@ -7,7 +7,8 @@ date, and renders the figure tables of the markdown files from those files.
                                                    # pictures (scripts/gallery_images.py), then render
     python tools/figures/report.py --only cpu_targets,viewer
     python tools/figures/report.py --only distributed_check,kernel_mutants   # long ones (also first_run,
-                                                   # voda_trained, voda_flips, loc_trained)
+                                                   # voda_trained, voda_flips, loc_trained,
+                                                   # loc_tuning)
     python tools/figures/report.py --render        # render from benchmarks/results/ alone, no run
     python tools/figures/report.py --quick         # small configs into out/bench-quick/; renders
                                                    # into memory only: checks that every table renders
@@ -122,6 +123,8 @@ BENCHES = {
                         long=True, recorded=True),
     "loc_trained": Bench(("studies/loc/trained.py", "--out", "{out}"), None, "loc_trained.json",
                          long=True, recorded=True),
+    "loc_tuning": Bench(("studies/loc/trained.py", "--seeds", "0", "1", "--out", "{out}"), None,
+                        "loc_trained.json", long=True, recorded=True),
 }
 
 
