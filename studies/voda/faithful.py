@@ -127,6 +127,18 @@ def summarise(rows: list[dict], methods) -> dict:
     return out
 
 
+def gate(summary: dict) -> str | None:
+    """The claim's precondition: the oracle beats gg by more than the interval (ΔnRDE gg −
+    oracle > 0 with its 95 % interval), else no removal method has room to beat gg."""
+    d = summary["delta"].get("gg − oracle")
+    if d is None:
+        return None
+    m, c = d["nrde"]
+    ok = c == c and m - c > 0  # one scene (nan interval) cannot pass
+    return (f"Gate (oracle beats gg beyond the interval): ΔnRDE gg − oracle {_fmt(d['nrde'])}: "
+            f"{'passes' if ok else 'does not pass'}.")
+
+
 def _fmt(mc) -> str:
     m, c = mc
     return f"{m:.3f}" if c != c else f"{m:.3f} ± {c:.3f}"  # nan: one scene
@@ -139,6 +151,7 @@ def markdown(res: dict) -> str:
              "Mean ± 95 % interval over scenes. -seen: on the held-out pixels whose exposed "
              f"surface a training view saw ({_fmt(s['seen_share'])} of the objects' pixels). "
              "*: against the derived ids. [agree]: the multi-view agreement readout.", "",
+             *([gate(s), ""] if gate(s) else []),
              "| row | " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * len(HEADERS)]
     for m, v in s["methods"].items():
         lines.append(f"| {m} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
