@@ -5,6 +5,7 @@ error on surfaces a training view saw, the multi-view agreement readout and the 
     python studies/voda/faithful.py --quick --out out/voda_faithful_quick       # CI size
     python studies/voda/faithful.py --size small --out out/voda_faithful_tune 0 1
     python studies/voda/faithful.py --size full --splits isolated occluding --out DIR SEEDS...
+    python studies/voda/faithful.py --out DIR --resume A/results.partial.json B/... SEEDS...
 
 Rows (each a one-factor change from the row it is paired with):
   oracle              the true (derived) object set removed: the floor of the removal error
@@ -187,6 +188,9 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", nargs="+", default=None, help="a subset of METHODS")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--scenes", type=Path, default=Path("out/trained_scenes"))
+    ap.add_argument("--resume", type=Path, nargs="+", default=(), metavar="PARTIAL",
+                    help="reuse the scenes of earlier runs' results.partial.json files (same "
+                         "methods): separate processes per scene, one summary")
     args = ap.parse_args(argv)
     p = QUICK if args.quick else PROTOCOL
     size = "quick" if args.quick else args.size
@@ -196,9 +200,14 @@ def main(argv=None) -> int:
     if bad:
         raise SystemExit(f"--methods: unknown {bad}; choose from {METHODS}")
     args.out.mkdir(parents=True, exist_ok=True)
+    done = {(r["scene"]["split"], r["scene"]["seed"]): r
+            for path in args.resume for r in json.loads(path.read_text())["rows"]}
     rows, t0 = [], time.perf_counter()
     for split in args.splits:
         for seed in seeds:
+            if (split, seed) in done:
+                rows.append(done[(split, seed)])
+                continue
             print(f"{split} {seed}", flush=True)
             ts = T.load_or_train(size, seed, split, root=args.scenes, progress=False)
             rows.append({"scene": scene_row(ts), **scene_methods(ts, p, methods)})
