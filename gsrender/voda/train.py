@@ -52,14 +52,14 @@ def frozen_views(model: GaussianModel, viewmats, Ks, width: int, height: int, la
     if labels.shape != (viewmats.shape[0], height, width):
         raise ValueError(f"labels must have shape [C,H,W]=({viewmats.shape[0]}, {height}, {width}),"
                          f" got {tuple(labels.shape)}")
-    bw = boundary_weights(labels, cfg.boundary_radius, cfg.boundary_weight, cfg.boundary)
     geom = RayGeometry.of(model)
-    return [FrozenView(m, labels[c].long(), bw[c], width, height, viewmats[c], Ks[c], geom)
-            for c, m in enumerate(project_views(model, viewmats, Ks, width, height))]
+    views = [FrozenView(m, labels[c].long(), None, width, height, viewmats[c], Ks[c], geom)
+             for c, m in enumerate(project_views(model, viewmats, Ks, width, height))]
+    return with_boundary(views, cfg)
 
 
 def with_boundary(views: list[FrozenView], cfg: VodaConfig) -> list[FrozenView]:
-    """The views with their boundary weights recomputed for cfg's boundary settings."""
+    """The views with their boundary weights for cfg's boundary settings."""
     labels = torch.stack([v.labels for v in views])
     bw = boundary_weights(labels, cfg.boundary_radius, cfg.boundary_weight, cfg.boundary)
     return [replace(v, bweights=bw[c]) for c, v in enumerate(views)]
