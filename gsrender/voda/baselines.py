@@ -223,6 +223,26 @@ class VotingBaseline(Baseline):
         return rendered.argmax(-1)
 
 
+class OracleBaseline(Baseline):
+    """The true object set: each Gaussian's class is its object id (on a trained model, the
+    derived one). Its removal error is the floor any selection of whole Gaussians can reach."""
+
+    name = "oracle"
+    select_threshold = 0.5
+
+    def __init__(self, object_ids: torch.Tensor, n_classes: int):
+        self.features = F.one_hot(object_ids.long(), n_classes).to(torch.float32)
+
+    def parameters(self):
+        return []
+
+    def class_scores(self, feats: torch.Tensor | None = None) -> torch.Tensor:
+        return self.features if feats is None else feats
+
+    def segment(self, rendered: torch.Tensor) -> torch.Tensor:
+        return rendered.argmax(-1)
+
+
 def keep_member(baseline, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """bool [E]: False for Gaussians the baseline already confidently assigns to a class other
     than the pixel's label (score above its selection threshold), so VODA's volumetric target

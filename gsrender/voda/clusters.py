@@ -2,7 +2,7 @@
 the per-cluster quantities VODA needs: member ranges, ΣW, depth range and F_c = Σwᵢfᵢ / Σwᵢ."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -24,10 +24,16 @@ class Contributors:
     clusters: torch.Tensor  # [C, P, K] int32 cluster index per pixel, -1 past count
     counts: torch.Tensor    # [C, P] int32 entries listed
     n_render: torch.Tensor  # [C, P] int32 entries the renderer composites
+    alphas: torch.Tensor | None = None  # [C, P, K] α of each entry at its pixel (0 past count)
 
     @property
     def valid(self) -> torch.Tensor:  # [C, P, K] bool
         return self.ids >= 0
+
+    @property
+    def past_stop(self) -> torch.Tensor:  # [C, P, K] bool: listed after the renderer's stop
+        k = torch.arange(self.ids.shape[-1], device=self.ids.device)
+        return self.valid & (k >= self.n_render[..., None])
 
     @property
     def n_clusters(self) -> int:
@@ -44,7 +50,40 @@ def depth_contributors(meta: dict, width: int, height: int, pixels=None, K_max: 
                            meta["opacities"].detach(), meta["depths"].detach(),
                            meta["tile_offsets"], meta["flatten_ids"], width, height, tile_size,
                            pixels, K_max, tau_rel, tau_abs)
-    return Contributors(*out)
+    c = Contributors(*out)
+    return replace(c, alphas=entry_alphas(meta, c, width, pixels))
+
+
+def entry_alphas(meta: dict, c: Contributors, width: int, pixels=None) -> torch.Tensor:
+    """[C,P,K] α = min(0.99, o·exp(−σ)) of each listed entry at its pixel centre (the renderer's
+    formula, csrc/include/gsrender/alpha.h; 0 past count). pixels as depth_contributors'."""
+    C, P, K = c.ids.shape
+    if pixels is None:
+        p = torch.arange(P, device=c.ids.device)
+        xy = torch.stack([p % width, p // width], -1).expand(C, P, 2)
+    else:
+        xy = ops.mask_to_pixels(pixels) if pixels.dtype == torch.bool else pixels
+    valid = c.valid
+    cam = torch.arange(C, device=c.ids.device).view(C, 1, 1).expand(C, P, K)[valid]
+    gid = c.ids[valid].long()
+    centre = xy.to(meta["means2d"].dtype)[:, :, None, :].expand(C, P, K, 2)[valid] + 0.5
+    d = meta["means2d"].detach()[cam, gid] - centre  # [E, 2]
+    a, b, cc = meta["conics"].detach()[cam, gid].unbind(-1)
+    sigma = 0.5 * (a * d[:, 0] ** 2 + cc * d[:, 1] ** 2) + b * d[:, 0] * d[:, 1]
+    alpha = (meta["opacities"].detach()[cam, gid] * torch.exp(-sigma)).clamp_max(0.99)
+    out = torch.zeros(C, P, K, dtype=meta["means2d"].dtype, device=c.ids.device)
+    out[valid] = alpha
+    return out
+
+
+def rendered_only(c: Contributors) -> Contributors:
+    """The entries the renderer composites (before its stop, T < 1e-4), the others dropped as
+    past count: membership limited to the Gaussians that contribute to the pixel."""
+    past = c.past_stop
+    drop = lambda t, fill: torch.where(past, torch.full_like(t, fill), t)
+    return replace(c, ids=drop(c.ids, -1), weights=drop(c.weights, 0), zs=drop(c.zs, 0),
+                   clusters=drop(c.clusters, -1), counts=c.n_render.clone(),
+                   alphas=None if c.alphas is None else drop(c.alphas, 0))
 
 
 def cluster_stats(c: Contributors) -> dict:

@@ -9,6 +9,7 @@ import torch
 
 from gsrender.scene import GaussianModel
 from gsrender.voda import metrics as M
+from gsrender.voda.agreement import agree
 from gsrender.voda.select import select_object
 from gsrender.voda.train import project_views, render_features
 
@@ -28,6 +29,7 @@ class EvalViews:
     expected: dict              # object id -> (ED, alpha) without its true Gaussians
     contribution: torch.Tensor  # [N] Σ renderer weights over the views
     metas: list                 # per-view raster meta for feature renders
+    seen: dict | None = None    # object id -> [C,H,W] bool surfaces a training view saw
 
 
 def eval_views(model: GaussianModel, n_objects: int, viewmats, Ks, width: int, height: int,
@@ -40,19 +42,29 @@ def eval_views(model: GaussianModel, n_objects: int, viewmats, Ks, width: int, h
                      project_views(model, viewmats, Ks, width, height))
 
 
-def evaluate(model: GaussianModel, baseline, ev: EvalViews, objects=None) -> dict:
+def selections(baseline, objects, readout: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """Per object id, the bool [N] selection evaluate scores (readout as evaluate's)."""
+    sel = [select_object(baseline, k) for k in objects]
+    return sel if readout is None else [agree(s, readout, k) for s, k in zip(sel, objects)]
+
+
+def evaluate(model: GaussianModel, baseline, ev: EvalViews, objects=None,
+             readout: torch.Tensor | None = None) -> dict:
     """Mean over objects (1..n by default) of the removal metrics, and the 2D mIoU / boundary
-    IoU of the baseline's segmentation of its rendered feature maps on the eval views."""
+    IoU of the baseline's segmentation of its rendered feature maps on the eval views.
+    readout [N, n_classes]: label shares (gsrender.voda.agreement) that the selection must agree
+    with."""
     objects = list(ev.expected) if objects is None else list(objects)
     rows = []
-    for k in objects:
+    for k, sel in zip(objects, selections(baseline, objects, readout)):
         truth = model.object_ids == k
-        sel = select_object(baseline, k)
         rows.append(M.removal_metrics(model, sel, truth, ev.viewmats, ev.Ks, ev.width, ev.height,
                                       ev.masks == k, full=ev.full, expected=ev.expected[k],
-                                      contribution=ev.contribution))
+                                      contribution=ev.contribution,
+                                      seen=None if ev.seen is None else ev.seen[k]))
     out = {key: sum(r[key] for r in rows) / max(len(rows), 1)
-           for key in ("rde", "rde_raw", "nrde", "collateral", "gaussian_iou", "recall_q1")}
+           for key in ("rde", "rde_raw", "nrde", "collateral", "gaussian_iou", "recall_q1",
+                       *(("rde_seen", "nrde_seen") if ev.seen is not None else ()))}
     with torch.no_grad():
         seg = torch.cat([baseline.segment(render_features(m, baseline.features, ev.width,
                                                           ev.height)) for m in ev.metas])

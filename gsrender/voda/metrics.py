@@ -142,11 +142,13 @@ def boundary_iou(pred: torch.Tensor, gt: torch.Tensor, px: int = 2) -> float:
 
 def removal_metrics(scene: GaussianModel, selected: torch.Tensor, truth: torch.Tensor, viewmats,
                     Ks, width: int, height: int, masks: torch.Tensor, full=None, expected=None,
-                    contribution=None) -> dict:
+                    contribution=None, seen: torch.Tensor | None = None) -> dict:
     """Every 3D metric for removing `selected` when `truth` is the object (bool [N] each).
     masks [C,H,W] bool: the object's clean mask per view. full / expected: (ED, alpha) of the
     whole scene / of the scene without `truth`; contribution: contributions(scene, ...) (each
-    recomputed when None)."""
+    recomputed when None). seen [C,H,W] bool (gsrender.voda.seen.seen_surface): adds rde_seen
+    and nrde_seen, the same errors on the mask's pixels whose exposed surface a training view
+    saw."""
     d_full, a_full = full if full is not None else expected_depth(scene, viewmats, Ks, width, height)
     d_exp, a_exp = expected if expected is not None else expected_depth(
         scene.subset(~truth), viewmats, Ks, width, height)
@@ -155,7 +157,10 @@ def removal_metrics(scene: GaussianModel, selected: torch.Tensor, truth: torch.T
     contrib = contribution if contribution is not None else contributions(
         scene, viewmats, Ks, width, height)
     rec = recall_per_quartile(selected, truth, contrib)
-    return {"rde": rde(d_rem, a_rem, d_exp, mask),
+    extra = {} if seen is None else {
+        "rde_seen": rde(d_rem, a_rem, d_exp, mask & seen, cap=False),
+        "nrde_seen": nrde(d_rem, a_rem, d_full, a_full, d_exp, mask & seen)}
+    return {**extra, "rde": rde(d_rem, a_rem, d_exp, mask),
             "rde_raw": rde(d_rem, a_rem, d_exp, mask, cap=False),
             "nrde": nrde(d_rem, a_rem, d_full, a_full, d_exp, mask),
             "collateral": collateral(d_rem, a_rem, d_exp, a_exp, masks),

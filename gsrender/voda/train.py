@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -14,8 +14,9 @@ from gsrender import ops
 from gsrender.render import rasterize
 from gsrender.scene import GaussianModel
 from gsrender.voda.baselines import confident, keep_member
-from gsrender.voda.clusters import depth_contributors
+from gsrender.voda.clusters import Contributors, depth_contributors, rendered_only
 from gsrender.voda.loss import VodaConfig, boundary_weights, voda_loss
+from gsrender.voda.raydepth import RayGeometry, ray_clusters, ray_depths
 
 TILE = 16
 
@@ -27,6 +28,9 @@ class FrozenView:
     bweights: torch.Tensor  # [H, W] boundary pixel weights
     width: int
     height: int
+    viewmat: torch.Tensor | None = None  # [4, 4] (ray-depth clustering)
+    K: torch.Tensor | None = None        # [3, 3]
+    geometry: RayGeometry | None = None  # the scene's, shared by its views
 
 
 def project_views(model: GaussianModel, viewmats, Ks, width: int, height: int) -> list[dict]:
@@ -48,9 +52,32 @@ def frozen_views(model: GaussianModel, viewmats, Ks, width: int, height: int, la
     if labels.shape != (viewmats.shape[0], height, width):
         raise ValueError(f"labels must have shape [C,H,W]=({viewmats.shape[0]}, {height}, {width}),"
                          f" got {tuple(labels.shape)}")
-    bw = boundary_weights(labels, cfg.boundary_radius, cfg.boundary_weight)
-    return [FrozenView(m, labels[c].long(), bw[c], width, height)
-            for c, m in enumerate(project_views(model, viewmats, Ks, width, height))]
+    geom = RayGeometry.of(model)
+    views = [FrozenView(m, labels[c].long(), None, width, height, viewmats[c], Ks[c], geom)
+             for c, m in enumerate(project_views(model, viewmats, Ks, width, height))]
+    return with_boundary(views, cfg)
+
+
+def with_boundary(views: list[FrozenView], cfg: VodaConfig) -> list[FrozenView]:
+    """The views with their boundary weights for cfg's boundary settings."""
+    labels = torch.stack([v.labels for v in views])
+    bw = boundary_weights(labels, cfg.boundary_radius, cfg.boundary_weight, cfg.boundary)
+    return [replace(v, bweights=bw[c]) for c, v in enumerate(views)]
+
+
+def voda_contributors(view: FrozenView, pixels: torch.Tensor, cfg: VodaConfig) -> Contributors:
+    """The contributors of pixels [1,P,2] that VODA clusters, by cfg.membership and
+    cfg.clustering."""
+    c = depth_contributors(view.meta, view.width, view.height, pixels, cfg.K_max, cfg.tau_rel,
+                           cfg.tau_abs, TILE)
+    if cfg.membership == "rendered":
+        c = rendered_only(c)
+    if cfg.clustering == "ray":
+        if view.geometry is None:
+            raise ValueError("clustering='ray' needs the view's camera and geometry (frozen_views)")
+        z, sz = ray_depths(view.geometry, view.viewmat, view.K, pixels[0], c.ids[0])
+        c = replace(c, clusters=ray_clusters(z, sz, c.valid[0], cfg.span_rel, cfg.extent)[None])
+    return c
 
 
 def render_features(meta: dict, feats: torch.Tensor, width: int, height: int) -> torch.Tensor:
@@ -107,7 +134,9 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
     baseline's view i). With voda, the VODA loss is added after its warm-up. Returns {"iter_ms":
     mean time of the iterations after the warm-up (all of them if there are no others),
     "losses": [...], "views": the view index of each iteration, "curve": [(iteration,
-    curve_fn(baseline)), ...] every curve_every iterations (when given)}."""
+    curve_fn(baseline)), ...] every curve_every iterations (when given)}; with voda also
+    "members": {"rendered": bool [N] given VODA's target at least once as one of the renderer's
+    contributors, "past_stop": bool [N] at least once listed after the renderer's stop}."""
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
     opt = torch.optim.Adam(baseline.parameters(), lr=lr)
@@ -116,6 +145,10 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
     keep = lambda f, lab: keep_member(baseline, f, lab)
     conf = lambda f, lab: confident(baseline, f, lab)
     times, losses, order, curve = [], [], [], []
+    n = baseline.features.shape[0]
+    reached = {"rendered": torch.zeros(n, dtype=torch.bool),
+               "past_stop": torch.zeros(n, dtype=torch.bool)}
+    vol_scale = getattr(baseline, "ce_scale", 1.0) if voda is not None and voda.scale_vol else 1.0
     for it in range(iters):
         t0 = time.perf_counter()
         vi = rng.next_view()
@@ -137,14 +170,17 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
             with _single_thread():
                 pix = _sample_pixels(v, voda.n_pixels, rng.pixels, voda.objects_only)
                 if pix.shape[1]:
-                    contrib = depth_contributors(v.meta, v.width, v.height, pix, voda.K_max,
-                                                 voda.tau_rel, voda.tau_abs, TILE)
+                    contrib = voda_contributors(v, pix, voda)
                     x, y = pix[0, :, 0].long(), pix[0, :, 1].long()
-                    lv, _ = voda_loss(baseline.features, contrib, v.labels[y, x][None],
-                                      baseline.score, baseline.pixel_loss,
-                                      v.bweights[y, x][None], voda,
-                                      keep_fn=keep if voda.veto else None, confident_fn=conf)
+                    lv, info = voda_loss(baseline.features, contrib, v.labels[y, x][None],
+                                         baseline.score, baseline.pixel_loss,
+                                         v.bweights[y, x][None], voda,
+                                         keep_fn=keep if voda.veto else None, confident_fn=conf,
+                                         vol_scale=vol_scale)
                     lv.backward()
+                    past = info["member_past_stop"]
+                    reached["rendered"][info["member_ids"][~past]] = True
+                    reached["past_stop"][info["member_ids"][past]] = True
                     loss = loss.detach() + lv.detach()
         opt.step()
         times.append(time.perf_counter() - t0)
@@ -154,5 +190,8 @@ def train_features(baseline, views: list[FrozenView], iters: int, voda: VodaConf
         if curve_fn is not None and curve_every and ((it + 1) % curve_every == 0 or it + 1 == iters):
             curve.append((it + 1, curve_fn(baseline)))
     timed = times[warm:] or times  # the VODA-vs-baseline comparison is after the warm-up
-    return {"iter_ms": 1e3 * sum(timed) / len(timed), "losses": losses, "views": order,
-            "curve": curve}
+    out = {"iter_ms": 1e3 * sum(timed) / len(timed), "losses": losses, "views": order,
+           "curve": curve}
+    if voda is not None:
+        out["members"] = reached
+    return out

@@ -39,9 +39,9 @@ from gsrender.bench.measure import env_block, mean_ci95
 from gsrender.io import atomic
 from gsrender.voda.baselines import VotingBaseline, make_baseline
 from gsrender.voda.evaluate import EvalViews, evaluate
-from gsrender.voda.loss import VodaConfig
+from gsrender.voda.loss import ALPHA_FLOOR, VodaConfig
 from gsrender.voda.metrics import contributions, expected_depth
-from gsrender.voda.train import frozen_views, project_views, train_features
+from gsrender.voda.train import frozen_views, project_views, train_features, with_boundary
 from studies import scenes as T
 
 # Seeds: the defaults below were chosen on TUNING_SEEDS only (--quick runs seed 0); the
@@ -67,11 +67,29 @@ QUICK = {**PROTOCOL, "methods": ("gg-2d", "gg-2d+voda", *PROTOCOL["methods"]), "
          "curve_every": 20, "voda": {**PROTOCOL["voda"], "warmup": 10}}
 
 
+# one-factor VODA rows, `BASE+voda[TAG]`: VodaConfig fields changed from PROTOCOL["voda"]
+VARIANTS = {
+    "obj-px": {"objects_only": True},
+    "rendered": {"membership": "rendered"},        # the renderer's contributors only
+    "α-floor": {"alpha_floor": ALPHA_FLOOR},       # members need α ≥ ALPHA_FLOOR at the pixel
+    "ray": {"clustering": "ray"},                  # ray depth and extent, bounded span
+    "scaled": {"scale_vol": True},                 # λ_vol × the baseline's loss scale
+    "obj-edges": {"boundary": "objects"},          # boundary band between objects only
+}
+VARIANTS["faithful"] = {k: v for tag in ("rendered", "α-floor", "ray", "scaled", "obj-edges")
+                        for k, v in VARIANTS[tag].items()}
+
+
 def voda_config(p: dict, method: str) -> VodaConfig | None:
     if "+voda" not in method:
         return None
     cfg = VodaConfig(**p["voda"])
-    return replace(cfg, objects_only=True) if method.endswith("[obj-px]") else cfg
+    tag = method.split("+voda", 1)[1]
+    if not tag:
+        return cfg
+    if not (tag.startswith("[") and tag.endswith("]")) or tag[1:-1] not in VARIANTS:
+        raise ValueError(f"{method!r}: the tag after +voda must be one of {list(VARIANTS)}")
+    return replace(cfg, **VARIANTS[tag[1:-1]])
 
 
 def base_name(method: str) -> str:
@@ -93,20 +111,27 @@ class Scene:
                             contributions(m, te.viewmats, te.Ks, W, H),
                             project_views(m, te.viewmats, te.Ks, W, H))
 
-    def run(self, method: str, p: dict, curve: bool = False) -> dict:
+    def train(self, method: str, p: dict, curve: bool = False):
+        """-> (the method's baseline, trained; train_features' result, None for vote)."""
         ts = self.ts
         if method == "vote":
-            b = VotingBaseline(ts.model.means, self.noisy, ts.train.viewmats, ts.train.Ks,
-                               ts.n_objects + 1)
-            return {**evaluate(ts.model, b, self.ev), "iter_ms": 0.0}
+            return VotingBaseline(ts.model.means, self.noisy, ts.train.viewmats, ts.train.Ks,
+                                  ts.n_objects + 1), None
         b = make_baseline(base_name(method), ts.model.means, ts.n_objects + 1, len(self.views),
                           seed=ts.seed)
         fn = (lambda bl: {k: v for k, v in evaluate(ts.model, bl, self.ev).items()
                           if k in ("nrde", "miou")}) if curve else None
-        res = train_features(b, self.views, p["iters"], voda_config(p, method), lr=p["lr"],
-                             seed=ts.seed, curve_every=p["curve_every"] if curve else 0,
-                             curve_fn=fn)
-        out = {**evaluate(ts.model, b, self.ev), "iter_ms": res["iter_ms"],
+        cfg = voda_config(p, method)
+        views = self.views if cfg is None else with_boundary(self.views, cfg)
+        res = train_features(b, views, p["iters"], cfg, lr=p["lr"], seed=ts.seed,
+                             curve_every=p["curve_every"] if curve else 0, curve_fn=fn)
+        return b, res
+
+    def run(self, method: str, p: dict, curve: bool = False) -> dict:
+        b, res = self.train(method, p, curve)
+        if res is None:
+            return {**evaluate(self.ts.model, b, self.ev), "iter_ms": 0.0}
+        out = {**evaluate(self.ts.model, b, self.ev), "iter_ms": res["iter_ms"],
                "losses": res["losses"], "view_order_head": res["views"][:20]}
         if curve:
             out["curve"] = res["curve"]
