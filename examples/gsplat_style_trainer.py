@@ -11,7 +11,7 @@ teacher points (as from SfM points) is fitted to them.
 With gsplat installed (CUDA):  python examples/gsplat_style_trainer.py --device cuda
 With gsrender: replace the import line below by
     from gsrender.compat.gsplat import rasterization
-and nothing else (tests/test_gsplat_style_trainer.py does exactly that, on the CPU).
+and nothing else (tests/train/test_gsplat_style_trainer.py does exactly that, on the CPU).
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ COPIED = ("csrc/cuda/kernels", "csrc/include", "tools/simt", "tools/kernel_drive
 class Mutant:
     name: str
     path: str  # relative to the repository root
-    before: str  # occurs exactly once in the file (tests/test_kernel_mutants.py)
+    before: str  # occurs exactly once in the file (tests/cuda/test_kernel_mutants.py)
     after: str
     only: tuple[str, ...]  # the cases it runs: names containing any of these
     race: bool = False  # a synchronisation fault: also run the race check

@@ -10,7 +10,7 @@
 #      the runtime's self-test and every standard case through the real kernels (the real-scale
 #      ones included, split over the cores), and the checker must pass all of them, skips
 #      included, with the set's longest tile list past two chunks. Its build stays in
-#      build/kernel_driver_simt, where tests/test_simt_driver.py finds it.
+#      build/kernel_driver_simt, where tests/cuda/test_simt_driver.py finds it.
 # Usage: tools/kernel_driver/ci.sh [python]   (env KDRIVER_JOBS: parallel compiles and SIMT runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
