@@ -80,7 +80,7 @@ def _isa_macros() -> tuple[list, str]:
 
 # The CPU ops' torch glue compiled as one translation unit (torch's headers parsed once, not once
 # per glue file): the files it includes are not compiled on their own.
-UNITY = os.path.join(ROOT, "csrc", "cpu", "ops_unity.cpp")
+UNITY = os.path.join(ROOT, "csrc", "ops", "cpu", "ops_unity.cpp")
 
 
 def _unity_members(unity: str) -> set:
@@ -91,9 +91,14 @@ def _unity_members(unity: str) -> set:
 
 def _extension():
     rel = lambda paths: sorted(os.path.relpath(p, ROOT) for p in paths)  # noqa: E731
-    sources = rel(glob.glob(os.path.join(ROOT, "csrc", "*.cpp")))
-    sources += rel(set(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp"))) - _unity_members(UNITY))
-    include_dirs = [os.path.join(ROOT, "csrc", "include")]
+    # csrc/ops: the torch glue (the schema, each op's checks, outputs and dispatch; the CPU ops'
+    # files through the unity unit); csrc/cpu: the torch-free CPU kernels
+    sources = rel(glob.glob(os.path.join(ROOT, "csrc", "ops", "*.cpp")))
+    sources += rel(set(glob.glob(os.path.join(ROOT, "csrc", "ops", "cpu", "*.cpp"))) - _unity_members(UNITY))
+    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cpu", "*.cpp")))
+    # csrc/include: torch-free headers both backends share; csrc/ops/include: the glue's (ATen);
+    # csrc: the glue reaches the CPU kernels' headers as "cpu/NAME.h"
+    include_dirs = [os.path.join(ROOT, "csrc", d) for d in ("include", os.path.join("ops", "include"), "")]
     # -ffp-contract=off: no ISA copy of the CPU kernels fuses a product and a sum on its own, so every
     # copy computes the baseline (SSE2) copy's float bits, and the 8-lane kernels (csrc/cpu/
     # lane_float.h) the scalar code's, by construction (docs/cpu.md, "Per-Gaussian stages")
@@ -120,9 +125,9 @@ def _extension():
         )
     if not torch.cuda.is_available() and "TORCH_CUDA_ARCH_LIST" not in os.environ:
         os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0"
-    # csrc/cuda/*.cu: the torch glue; csrc/cuda/kernels/*.cu: the torch-free kernels + launchers
-    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*.cu")))
-    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cuda", "kernels", "*.cu")))
+    # csrc/ops/cuda/*.cu: the torch glue; csrc/cuda/*_kernel.cu: the torch-free kernels + launchers
+    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "ops", "cuda", "*.cu")))
+    sources += rel(glob.glob(os.path.join(ROOT, "csrc", "cuda", "*_kernel.cu")))
     nvcc = ["-O3", "-std=c++20", "--use_fast_math", "-lineinfo", "--expt-relaxed-constexpr"]
     if os.environ.get("GSRENDER_PTXAS_VERBOSE", "0") == "1":
         nvcc.append("-Xptxas=-v")

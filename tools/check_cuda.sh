@@ -20,7 +20,7 @@ else
   LOG=$(mktemp)
   trap 'rm -f "$LOG"' EXIT
   # ptxas only reports when it runs: drop the CUDA objects so ninja recompiles them
-  find build -path '*csrc/cuda/*.o' -delete 2>/dev/null || true
+  find build \( -path '*csrc/cuda/*.o' -o -path '*csrc/ops/cuda/*.o' \) -delete 2>/dev/null || true
   "$PY" setup.py build_ext --inplace >"$LOG" 2>&1 || { tail -50 "$LOG"; echo "build failed"; exit 2; }
 fi
 if grep -qi "warning" "$LOG"; then

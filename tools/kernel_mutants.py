@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIED = ("csrc/cuda/kernels", "csrc/include", "tools/simt", "tools/kernel_driver")
+COPIED = ("csrc/cuda", "csrc/include", "tools/simt", "tools/kernel_driver")
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,9 @@ class Mutant:
     asan: bool = False  # a memory fault: also run the ASan + UBSan build
 
 
-MMA_FWD = "csrc/cuda/kernels/rasterize_mma_fwd.cu"
-MMA_BWD = "csrc/cuda/kernels/rasterize_mma_bwd.cu"
-MMA_TILE = "csrc/cuda/kernels/mma_tile.cuh"
+MMA_FWD = "csrc/cuda/rasterize_mma_fwd_kernel.cu"
+MMA_BWD = "csrc/cuda/rasterize_mma_bwd_kernel.cu"
+MMA_TILE = "csrc/cuda/mma_tile.cuh"
 # Each mutant runs the cases that can see it (the whole set is many times slower): per kernel,
 # every precision and both modes, lists of several chunks (crowd, deep), wide masked tails
 # (D = 13, 40, 64, 130) and the narrow f16 forward (D ≤ 8).
@@ -105,10 +105,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "const float lo = w[r & 1][2 * (r >> 1)], hi = w[r & 1][2 * (r >> 1) + 1];",
            "const float lo = w[r >> 1][2 * (r & 1)], hi = w[r >> 1][2 * (r & 1) + 1];",
            MMA_FWD_CASES + MMA_BWD_CASES),
-    Mutant("mma_tf32_a_registers_swapped", "csrc/cuda/kernels/mma_traits.cuh",
+    Mutant("mma_tf32_a_registers_swapped", "csrc/cuda/mma_traits.cuh",
            "r[m][1] = ptx::to_tf32(w[1][2 * m]);", "r[m][1] = ptx::to_tf32(w[0][2 * m + 1]);",
            MMA_FWD_CASES),
-    Mutant("operands_padding_channel_from_neighbour", "csrc/cuda/kernels/mma_operands.cuh",
+    Mutant("operands_padding_channel_from_neighbour", "csrc/cuda/mma_operands.cuh",
            ": to_operand<T>(0.0f);",
            ": to_operand<T>(__fdiv_rn(src.at(r, src.CH - 1), col_div ? col_div[src.CH - 1] "
            ": *all_div));", MMA_FWD_CASES + MMA_BWD_CASES),
@@ -133,44 +133,44 @@ MUTANTS: tuple[Mutant, ...] = (
            "if (k < count && ch < p.CH && df[e] != 0.0f)",
            "if (k < count && ch + 1 < p.CH && df[e] != 0.0f)", MMA_BWD_CASES),
     # ---- scalar rasterizers (forward, backward, deterministic backward) and weight_stats
-    Mutant("scalar_fwd_first_batch_only", "csrc/cuda/kernels/rasterize_fwd.cu",
+    Mutant("scalar_fwd_first_batch_only", "csrc/cuda/rasterize_fwd_kernel.cu",
            "for (int32_t b0 = run.start; b0 < run.end; b0 += nthreads) {",
            "for (int32_t b0 = run.start; b0 < min(run.end, run.start + nthreads); "
            "b0 += nthreads) {", FWD_CASES),
-    Mutant("scalar_no_syncthreads_after_staging", "csrc/cuda/kernels/raster_common.cuh",
+    Mutant("scalar_no_syncthreads_after_staging", "csrc/cuda/raster_common.cuh",
            "  __syncthreads();\n  return min(nthreads, run.end - b0);",
            "  return min(nthreads, run.end - b0);", RACE_SCALAR, race=True),
-    Mutant("scalar_staging_reads_past_list_end", "csrc/cuda/kernels/raster_common.cuh",
+    Mutant("scalar_staging_reads_past_list_end", "csrc/cuda/raster_common.cuh",
            "if (i < run.end) stage_gaussian(s, threadIdx.x, p, p.flatten_ids[i]);",
            "if (i <= run.end) stage_gaussian(s, threadIdx.x, p, p.flatten_ids[i]);",
            RACE_SCALAR, asan=True),
-    Mutant("scalar_bwd_no_syncthreads_before_staging", "csrc/cuda/kernels/rasterize_bwd.cu",
+    Mutant("scalar_bwd_no_syncthreads_before_staging", "csrc/cuda/rasterize_bwd_kernel.cu",
            "__syncthreads();  // the previous batch is fully read", "// (no barrier)",
            RACE_SCALAR, race=True),
-    Mutant("scalar_bwd_warp_atomic_from_lane_1", "csrc/cuda/kernels/raster_common.cuh",
+    Mutant("scalar_bwd_warp_atomic_from_lane_1", "csrc/cuda/raster_common.cuh",
            "if ((threadIdx.x & 31) == 0 && v != T(0)) atomicAdd(dst, v);",
            "if ((threadIdx.x & 31) == 1 && v != T(0)) atomicAdd(dst, v);", BWD_CASES),
-    Mutant("det_bwd_no_syncthreads_after_row_sums", "csrc/cuda/kernels/rasterize_bwd.cu",
+    Mutant("det_bwd_no_syncthreads_after_row_sums", "csrc/cuda/rasterize_bwd_kernel.cu",
            "__syncthreads();  // red is free again", "// (no barrier)",
            ("rasterize_bwd_tiny_sorted_D40_det", "rasterize_bwd_tiny_weighted_D40_det"),
            race=True),
-    Mutant("weight_stats_max_atomic_dropped", "csrc/cuda/kernels/weight_stats.cu",
+    Mutant("weight_stats_max_atomic_dropped", "csrc/cuda/weight_stats_kernel.cu",
            "atomic_max_nonneg(o.wmax + gid, w);", "(void)0;", ("weight_stats_crowd_K4", "weight_stats_small_K4")),
     # ---- binning, projection, SH, contributors
     Mutant("binning_device_loop_last_column_skipped", "csrc/include/gsrender/support_ellipse.h",
            "for (int tx = r[0]; tx <= r[2]; ++tx) {\n      CentreSpan<double> x;",
            "for (int tx = r[0]; tx < r[2]; ++tx) {\n      CentreSpan<double> x;",
            ("bin_tiles_crowd_", "bin_tiles_small_")),
-    Mutant("projection_bwd_no_syncthreads_before_reuse", "csrc/cuda/kernels/projection.cu",
+    Mutant("projection_bwd_no_syncthreads_before_reuse", "csrc/cuda/projection_kernel.cu",
            "__syncthreads();  // partial is free for the next call", "// (no barrier)",
            ("project_bwd_small",), race=True),
-    Mutant("projection_bwd_last_warp_partial_dropped", "csrc/cuda/kernels/projection.cu",
+    Mutant("projection_bwd_last_warp_partial_dropped", "csrc/cuda/projection_kernel.cu",
            "T v = lane < kWarps ? partial[lane][e] : T(0);",
            "T v = lane < kWarps - 1 ? partial[lane][e] : T(0);", ("project_bwd_small",)),
-    Mutant("sh_bwd_first_camera_only", "csrc/cuda/kernels/sh.cu",
+    Mutant("sh_bwd_first_camera_only", "csrc/cuda/sh_kernel.cu",
            "for (int64_t c = 0; c < C; ++c) {\n    const int64_t idx = c * N + n;",
            "for (int64_t c = 0; c < 1; ++c) {\n    const int64_t idx = c * N + n;", ("sh_bwd_small_deg3",)),
-    Mutant("contributors_pixel_x_from_y", "csrc/cuda/kernels/contributors.cu",
+    Mutant("contributors_pixel_x_from_y", "csrc/cuda/contributors_kernel.cu",
            "const int x = pix ? pix[2 * i] : static_cast<int>(q % a.width);",
            "const int x = pix ? pix[2 * i + 1] : static_cast<int>(q % a.width);",
            ("contributors_",)),

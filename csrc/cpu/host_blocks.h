@@ -1,4 +1,4 @@
-// What the huge-page host allocator (gsrender/host_alloc.h, csrc/cpu/host_alloc.cpp) holds, for
+// What the huge-page host allocator (gsrender/host_alloc.h, csrc/ops/cpu/host_alloc.cpp) holds, for
 // tests and benchmarks: its large outputs' blocks, and the cache of freed ones it reuses.
 #pragma once
 #include <cstddef>

@@ -15,7 +15,7 @@ namespace cpu {
 // Order-preserving map of a depth to an unsigned integer: for non-NaN a, b, key(a) < key(b) iff
 // a < b, and −0 is folded into +0 so that they tie as under `<` (negative floats reversed, the
 // sign bit flipped for the rest). The same map CUDA's binning sorts by
-// (csrc/cuda/kernels/binning.cu: float_order_key, double_order_key), so NaN depths also land
+// (csrc/cuda/binning_kernel.cu: float_order_key, double_order_key), so NaN depths also land
 // where they do there (after +inf, or before −inf for a negative NaN).
 inline uint32_t depth_order_key(float d) {
   if (d == 0.0f) d = 0.0f;

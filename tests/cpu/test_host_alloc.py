@@ -1,4 +1,4 @@
-"""The CPU tensors' block cache (csrc/cpu/host_alloc.cpp): a freed block is kept and serves the
+"""The CPU tensors' block cache (csrc/ops/cpu/host_alloc.cpp): a freed block is kept and serves the
 next tensor of its size (a render loop's tensors fault in no fresh page), within its bounds
 (cached ≤ 1 GB, live + cached ≤ 2 × peak live), and the bookkeeping holds under threads and
 across a fork. The second CPU render (a loop) makes it PyTorch's CPU allocator from 128 KB on.

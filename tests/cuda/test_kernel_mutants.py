@@ -47,8 +47,9 @@ def test_list_covers_every_kernel_family():
     names = [m.name for m in km.MUTANTS]
     assert len(names) == len(set(names)) and len(names) >= 20
     paths = {m.path for m in km.MUTANTS}
-    for unit in ("rasterize_mma_fwd.cu", "rasterize_mma_bwd.cu", "rasterize_fwd.cu",
-                 "rasterize_bwd.cu", "weight_stats.cu", "projection.cu", "sh.cu",
-                 "contributors.cu", "support_ellipse.h"):
+    for unit in ("rasterize_mma_fwd_kernel.cu", "rasterize_mma_bwd_kernel.cu",
+                 "rasterize_fwd_kernel.cu", "rasterize_bwd_kernel.cu", "weight_stats_kernel.cu",
+                 "projection_kernel.cu", "sh_kernel.cu", "contributors_kernel.cu",
+                 "support_ellipse.h"):
         assert any(p.endswith(unit) for p in paths), f"no mutant in {unit}"
     assert sum(m.race for m in km.MUTANTS) >= 5, "the synchronisation faults run the race check"

@@ -23,10 +23,10 @@ import torch
 
 from gsrender.testing import check, make_cases
 
-pytestmark = pytest.mark.slow  # builds the kernel driver on the SIMT runtime (make test-fast leaves it out)
+pytestmark = [pytest.mark.slow, pytest.mark.build]  # builds the kernel driver on the SIMT runtime (make test-fast leaves it out)
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["csrc/cuda/kernels", "csrc/include", "tools/simt", "tools/kernel_driver"]
+SOURCES = ["csrc/cuda", "csrc/include", "tools/simt", "tools/kernel_driver"]
 # one case per kernel family, forward and backward, both Tensor Core precisions' MMA paths; the
 # deep scene's lists run three chunks
 CASES = ["project_fwd_tiny_aa", "project_bwd_tiny_aa", "project_fwd_tiny_aa_ortho",

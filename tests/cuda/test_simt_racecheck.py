@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # builds the SIMT runtime's race checker (make test-fast leaves it out)
+pytestmark = [pytest.mark.slow, pytest.mark.build]  # builds the SIMT runtime's race checker (make test-fast leaves it out)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """rasterize_bwd(deterministic=True): bitwise-reproducible gradients (fixed reduction order,
-csrc/include/gsrender/det_reduce.h) — across runs, CPU thread counts and channel chunkings — that
+csrc/ops/include/gsrender/det_reduce.h) — across runs, CPU thread counts and channel chunkings — that
 still match the default (atomic) backward and the float64 reference."""
 from __future__ import annotations
 

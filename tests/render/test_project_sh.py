@@ -162,7 +162,7 @@ def test_project_fwd_float32_close_to_float64_reference(antialiased):
 @every_cpu_isa
 @pytest.mark.parametrize("antialiased", [False, True])
 def test_project_fwd_float32_lanes_bitwise_one_by_one(antialiased):
-    """float32 runs 8 Gaussians of a camera per vector (csrc/cpu/projection.cpp: project_lanes),
+    """float32 runs 8 Gaussians of a camera per vector (csrc/cpu/projection_kernel.cpp: project_lanes),
     the rest one by one: projecting the scene at once (lanes, a tail of 5 per camera) gives each
     Gaussian's outputs bit for bit as projecting it alone (the scalar code), culled ones, NaN
     inputs and the clamped Jacobian's included."""
@@ -283,7 +283,7 @@ def test_project_bwd_matches_autograd_of_reference(seed, antialiased):
 @every_cpu_isa
 @pytest.mark.parametrize("antialiased", [False, True])
 def test_project_bwd_float32_lanes_bitwise_one_by_one(antialiased):
-    """float32 runs the backward 8 Gaussians per vector too (csrc/cpu/projection.cpp:
+    """float32 runs the backward 8 Gaussians per vector too (csrc/cpu/projection_kernel.cpp:
     project_bwd_lanes), the rest one by one: the scene at once (5 blocks of 8 and a tail of 5)
     gives each Gaussian's gradients bit for bit as its backward alone (the scalar code) — culled
     in some cameras or all, the clamped Jacobian — and v_viewmats their sum."""

@@ -163,12 +163,12 @@ def test_the_distributed_check_and_the_mutants_render_from_their_files(tmp_path)
     assert "+1.00 ± 0.00 dB** held out" in check and "in 2 of 2 seeds" in check
     assert "position difference 0.007, opacity 0.03 (1 seeds)" in check
     _wrap(tmp_path, "kernel_mutants", {"killed": 2, "n_cases": 231, "total_s": 489.0, "baseline_s": 146.0, "mutants": [
-        {"name": "m_cases", "path": "csrc/cuda/kernels/a.cu", "killed_by": [
+        {"name": "m_cases", "path": "csrc/cuda/a.cu", "killed_by": [
             "plain build: summary: 9 passed, 5 failed, 0 skipped of 14; first: FAIL case_x: alphas err 3.2e-01; aux"]},
-        {"name": "m_race", "path": "csrc/cuda/kernels/b.cu", "killed_by": [
+        {"name": "m_race", "path": "csrc/cuda/b.cu", "killed_by": [
             ("race build: gsr_simt: aborted: racecheck: read / write hazard on shared memory 0x4: read by thread 8 "
-            "at csrc/cuda/kernels/ptx.cuh:97 <- csrc/cuda/kernels/c.cu:90; then write by thread 0 at "
-            "csrc/cuda/kernels/b.cu:46; no __syncwarp between them")]},
+            "at csrc/cuda/ptx.cuh:97 <- csrc/cuda/c.cu:90; then write by thread 0 at "
+            "csrc/cuda/b.cu:46; no __syncwarp between them")]},
         {"name": "m_live", "path": "x/d.cu", "killed_by": []}]})
     mut = report.RENDERERS["kernel_mutants"](tmp_path)
     assert "**2 of 3 mutants killed** against 231 cases" in mut and "489 s wall" in mut

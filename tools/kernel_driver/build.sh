@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds tools/kernel_driver/kernel_driver with nvcc alone (no torch, no CMake): the driver plus
-# the kernel translation units csrc/cuda/kernels/*.cu, each compiled with the extension's nvcc
+# the kernel translation units csrc/cuda/*_kernel.cu, each compiled with the extension's nvcc
 # flags (so the kernels are the ones the extension runs), the CUDA runtime linked dynamically
 # (-cudart shared) and PTX for compute_80 and compute_90 embedded, so any CUDA runtime and driver
 # new enough for this toolkit, or a PTX-level simulator, JIT-compiles and runs it.
@@ -54,7 +54,7 @@ if [ "${1:-}" = "--simt" ]; then
   t0=$(date +%s)
   mkdir -p "$OUT/obj" "$OUT/kernels"
   rm -f "$OUT"/obj/*.o "$OUT"/kernels/*.o
-  { ls "$ROOT"/csrc/cuda/kernels/*.cu | sed "s|\$| kernels|"
+  { ls "$ROOT"/csrc/cuda/*_kernel.cu | sed "s|\$| kernels|"
     printf '%s obj\n' "$ROOT/tools/kernel_driver/driver.cu" "$ROOT/tools/simt/simt.cpp" \
       "$ROOT/tools/simt/selftest.cu" $EXTRA; } |
     xargs -P "$JOBS" -L1 sh -c 'k=""; [ "$1" = kernels ] && k=$KFLAGS
@@ -78,7 +78,7 @@ FLAGS="-O3 -std=c++20 --use_fast_math -lineinfo --expt-relaxed-constexpr -no-com
 JOBS=${KDRIVER_JOBS:-$(nproc)}
 export NVCC FLAGS GENCODE OUT
 t0=$(date +%s)
-ls "$ROOT"/csrc/cuda/kernels/*.cu "$ROOT"/tools/kernel_driver/driver.cu |
+ls "$ROOT"/csrc/cuda/*_kernel.cu "$ROOT"/tools/kernel_driver/driver.cu |
   xargs -P "$JOBS" -I{} sh -c 'o="$OUT/$(basename {} .cu).o"; $NVCC $FLAGS $GENCODE -c {} -o "$o" || exit 255'
 "$NVCC" -cudart shared $GENCODE "$OUT"/*.o -o "$OUT/kernel_driver"
 echo "built $OUT/kernel_driver in $(( $(date +%s) - t0 )) s ($NVCC; $GENCODE)"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "../../csrc/cuda/kernels/ptx.cuh"
+#include "../../csrc/cuda/ptx.cuh"
 #include "gsrender/launch/common.h"
 
 namespace {

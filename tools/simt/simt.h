@@ -1,5 +1,5 @@
 // gsrender SIMT: a host stand-in for the CUDA runtime and built-ins, so the unchanged kernel
-// translation units (csrc/cuda/kernels/*.cu) compile with g++ (-DGSR_SIMT, this folder first
+// translation units (csrc/cuda/*_kernel.cu) compile with g++ (-DGSR_SIMT, this folder first
 // on the include path) and run on the CPU (docs/cuda.md "SIMT CPU runtime").
 //
 // Execution model: a launch runs its blocks one after another; the threads of a block are

@@ -1,4 +1,4 @@
-// Host emulation of the warp-collective PTX instructions csrc/cuda/kernels/ptx.cuh wraps, for the
+// Host emulation of the warp-collective PTX instructions csrc/cuda/ptx.cuh wraps, for the
 // SIMT build (simt.h): each lane posts its registers and the warp's instruction runs once every
 // lane of the warp has arrived, from the PTX ISA's fragment layouts (g = lane >> 2, t = lane & 3):
 //   mma.m16n8k16 (f16 / bf16): A a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..),

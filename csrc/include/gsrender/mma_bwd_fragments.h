@@ -1,5 +1,5 @@
 // Lane-level bookkeeping of the Tensor Core BACKWARD rasterizer
-// (csrc/cuda/kernels/rasterize_mma_bwd.cu, docs/design.md §5.4): where each lane stages Ĝ / F̃ / W rows in the warp's shared buffers, which shared
+// (csrc/cuda/rasterize_mma_bwd_kernel.cu, docs/design.md §5.4): where each lane stages Ĝ / F̃ / W rows in the warp's shared buffers, which shared
 // row each lane hands to ldmatrix for the v_W = Ĝ·F̃ᵀ and v_F = Wᵀ·Ĝ operands, the unscaling of the
 // v_W fragment into the lane's 4 Gaussian columns, the front-to-back suffix sums of the sorted mode
 // (each column's CompositorGrad state) and the reduction of a column over the 8 lanes that own it. Everything is

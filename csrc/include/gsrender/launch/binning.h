@@ -1,5 +1,5 @@
 // Launchers of bin_tiles and of the validation of untrusted binning arrays
-// (csrc/cuda/kernels/binning.cu); torch-free, see gsrender/launch/common.h. T = float or double.
+// (csrc/cuda/binning_kernel.cu); torch-free, see gsrender/launch/common.h. T = float or double.
 //
 // Binning has one host sync, the number of intersections M that sizes its outputs, so it runs
 // in two launches: launch_bin_count writes the inclusive prefix sum of the per-Gaussian tile

@@ -1,7 +1,7 @@
 // The torch-free CUDA launch layer (docs/cuda.md): every CUDA kernel of gsrender is started by a
 // launch_<kernel>(const <Kernel>Args&, [Workspace,] cudaStream_t) declared in these headers,
 // with raw device pointers in plain argument structs. Nothing here includes an ATen / torch
-// header, so the kernel translation units (csrc/cuda/kernels/*.cu) and tools/kernel_driver build
+// header, so the kernel translation units (csrc/cuda/*_kernel.cu) and tools/kernel_driver build
 // with nvcc and the CUDA toolkit alone. The torch glue (csrc/cuda/*.cu: checks, allocation, the
 // op registration) calls the same launchers.
 //

@@ -1,4 +1,4 @@
-// Launcher of contributors (csrc/cuda/kernels/contributors.cu); torch-free, see
+// Launcher of contributors (csrc/cuda/contributors_kernel.cu); torch-free, see
 // gsrender/launch/common.h. T = float or double.
 #pragma once
 #include "gsrender/contributors_walk.h"

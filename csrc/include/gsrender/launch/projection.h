@@ -1,4 +1,4 @@
-// Launchers of project_fwd / project_bwd (csrc/cuda/kernels/projection.cu); torch-free, see
+// Launchers of project_fwd / project_bwd (csrc/cuda/projection_kernel.cu); torch-free, see
 // gsrender/launch/common.h. T = float or double.
 #pragma once
 #include "gsrender/launch/common.h"

@@ -1,4 +1,4 @@
-// Launchers of the rasterize kernels (csrc/cuda/kernels/rasterize_*.cu): the scalar forward and
+// Launchers of the rasterize kernels (csrc/cuda/rasterize_*.cu): the scalar forward and
 // backward (float / double, any tile size 1..16), the deterministic backward, and the Tensor
 // Core forward (f16 / bf16 / tf32 operands) and backward (f16 / bf16), float32 with 16×16 tiles
 // on sm_80+: the caller runs the kernel its plan names (gsrender/raster_plan.h). Torch-free, see
@@ -62,7 +62,7 @@ cudaError_t launch_rasterize_bwd_det(const RasterBwdArgs<T>& a, Workspace ws,
                                      cudaStream_t stream);
 
 // The Tensor Core backward, kernel = kMmaF16 / kMmaBF16. Workspace: Ĝ, F̃, their scales and
-// G·OUT (described in csrc/cuda/kernels/rasterize_mma_bwd.cu).
+// G·OUT (described in csrc/cuda/rasterize_mma_bwd_kernel.cu).
 size_t rasterize_mma_bwd_workspace_bytes(const RasterArgs<float>& p);
 cudaError_t launch_rasterize_mma_bwd(const RasterBwdArgs<float>& a, RasterKernel kernel,
                                      Workspace ws, cudaStream_t stream);

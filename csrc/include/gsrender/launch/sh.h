@@ -1,4 +1,4 @@
-// Launchers of sh_fwd / sh_bwd (csrc/cuda/kernels/sh.cu); torch-free, see
+// Launchers of sh_fwd / sh_bwd (csrc/cuda/sh_kernel.cu); torch-free, see
 // gsrender/launch/common.h. T = float or double.
 #pragma once
 #include "gsrender/launch/common.h"

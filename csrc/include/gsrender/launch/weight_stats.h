@@ -1,4 +1,4 @@
-// Launcher of weight_stats (csrc/cuda/kernels/weight_stats.cu); torch-free, see
+// Launcher of weight_stats (csrc/cuda/weight_stats_kernel.cu); torch-free, see
 // gsrender/launch/common.h. T = float or double.
 #pragma once
 #include "gsrender/launch/common.h"

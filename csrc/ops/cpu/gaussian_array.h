@@ -4,7 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "gsrender/host_alloc.h"
-#include "row_tile.h"
+#include "cpu/row_tile.h"
 
 namespace gsrender {
 namespace cpu {

@@ -1,4 +1,4 @@
-// Tile binning on the GPU, with the CPU's result exactly (csrc/cpu/binning.cpp): the same
+// Tile binning on the GPU, with the CPU's result exactly (csrc/ops/cpu/binning.cpp): the same
 // per-Gaussian pixel box (gsrender::pixel_box) and, with conics, the same exact ellipse–tile
 // test (gsrender::for_each_bin_tile), then every (tile, Gaussian) pair is emitted in
 // Gaussian order and radix-sorted by a 64-bit key, camera·tile index in the high 32 bits and the

@@ -6,7 +6,7 @@
 #include "binning_check.h"
 #include "gaussian_array.h"
 #include "gsrender/raster_interface.h"
-#include "rasterize_fwd_kernel.h"
+#include "cpu/rasterize_fwd_kernel.h"
 
 namespace gsrender {
 namespace cpu {

@@ -1,5 +1,5 @@
 // Torch glue of project_fwd / project_bwd on CUDA: checks, allocation, the launchers of
-// gsrender/launch/projection.h (kernels in kernels/projection.cu).
+// gsrender/launch/projection.h (kernels in csrc/cuda/projection_kernel.cu).
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>

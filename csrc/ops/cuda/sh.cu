@@ -1,5 +1,5 @@
 // Torch glue of sh_fwd / sh_bwd on CUDA: checks, allocation, the launchers of
-// gsrender/launch/sh.h (kernels in kernels/sh.cu).
+// gsrender/launch/sh.h (kernels in csrc/cuda/sh_kernel.cu).
 #include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>

@@ -4,7 +4,7 @@
 #include <torch/library.h>
 
 #include "binning_check.h"
-#include "contributors_kernel.h"
+#include "cpu/contributors_kernel.h"
 #include "gsrender/contributors.h"
 
 namespace gsrender {

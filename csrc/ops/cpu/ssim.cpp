@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "gsrender/checks.h"
-#include "ssim_kernel.h"
+#include "cpu/ssim_kernel.h"
 
 namespace gsrender {
 namespace {

@@ -1,6 +1,6 @@
 // What the torch glue of the CUDA ops (csrc/cuda/*.cu) shares: the current stream, a workspace
 // from torch's caching allocator for the launchers of gsrender/launch/, the tile-size check, the
-// rasterize plan's target and the device-side binning validation. The kernels themselves are in csrc/cuda/kernels/.
+// rasterize plan's target and the device-side binning validation. The kernels themselves are in csrc/cuda/.
 #pragma once
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>

@@ -1,5 +1,5 @@
 // Torch glue of contributors on CUDA: checks, allocation, the launcher of
-// gsrender/launch/contributors.h (kernel in kernels/contributors.cu).
+// gsrender/launch/contributors.h (kernel in csrc/cuda/contributors_kernel.cu).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>

@@ -10,7 +10,7 @@
 #include "gsrender/checks.h"
 #include "gsrender/host_alloc.h"
 #include "gsrender/project_sh_checks.h"
-#include "sh_kernel.h"
+#include "cpu/sh_kernel.h"
 
 namespace gsrender {
 namespace {

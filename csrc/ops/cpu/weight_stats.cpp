@@ -5,7 +5,7 @@
 
 #include "binning_check.h"
 #include "gsrender/weight_stats.h"
-#include "weight_stats_kernel.h"
+#include "cpu/weight_stats_kernel.h"
 
 namespace gsrender {
 namespace cpu {

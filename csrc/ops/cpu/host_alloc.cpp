@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "host_blocks.h"
+#include "cpu/host_blocks.h"
 
 namespace gsrender {
 namespace {

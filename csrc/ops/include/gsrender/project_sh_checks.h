@@ -1,5 +1,5 @@
 // Input validation for the projection and SH ops, shared by the CPU and CUDA backends (host
-// code only; defined in csrc/cpu/project_sh_checks.cpp). Bad shapes/values raise ValueError,
+// code only; defined in csrc/ops/cpu/project_sh_checks.cpp). Bad shapes/values raise ValueError,
 // bad dtypes TypeError, each naming the argument.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Torch glue of weight_stats on CUDA: checks, allocation, the launcher of
-// gsrender/launch/weight_stats.h (kernel in kernels/weight_stats.cu).
+// gsrender/launch/weight_stats.h (kernel in csrc/cuda/weight_stats_kernel.cu).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>

@@ -1,5 +1,5 @@
 // parallel.h's calls into PyTorch's thread pool.
-#include "parallel.h"
+#include "cpu/parallel.h"
 
 #include <ATen/Parallel.h>
 

@@ -59,7 +59,7 @@ __device__ __forceinline__ void block_reduce_store(T (&vals)[kViewGrads], T* dst
   __syncthreads();  // partial is free for the next call
 }
 
-// One thread per Gaussian n, walking the cameras in order as csrc/cpu/projection.cpp does: its
+// One thread per Gaussian n, walking the cameras in order as csrc/cpu/projection_kernel.cpp does: its
 // v_means/v_quats/v_scales/v_opacities have one writer and a fixed summation order, and each
 // camera's v_viewmats share is reduced over the block (fixed order) into view_partial
 // [blocks, C, kViewGrads], summed over blocks in block order by view_sum_kernel. No float

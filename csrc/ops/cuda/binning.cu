@@ -1,6 +1,6 @@
 // Torch glue of bin_tiles on CUDA and of the device-side validation of binning arrays: checks,
 // allocation, the one host sync (M), the launchers of gsrender/launch/binning.h (kernels in
-// kernels/binning.cu).
+// csrc/cuda/binning_kernel.cu).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>

@@ -12,7 +12,7 @@
 #include "gaussian_array.h"
 #include "gsrender/det_reduce.h"
 #include "gsrender/raster_interface.h"
-#include "rasterize_bwd_kernel.h"
+#include "cpu/rasterize_bwd_kernel.h"
 
 namespace gsrender {
 namespace cpu {

@@ -1,7 +1,7 @@
 // Torch glue of rasterize_bwd on CUDA: checks, the device-side binning validation, the zeroed
 // gradient buffers, the backward kernel the forward's plan names (gsrender/raster_plan.h) and
 // the launchers of gsrender/launch/rasterize.h (kernels in
-// kernels/rasterize_bwd.cu, kernels/rasterize_mma_bwd.cu).
+// csrc/cuda/rasterize_bwd_kernel.cu, csrc/cuda/rasterize_mma_bwd_kernel.cu).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>

@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "binning_kernel.h"
+#include "cpu/binning_kernel.h"
 #include "gsrender/host_alloc.h"
 #include "gsrender/raster_interface.h"
-#include "host_blocks.h"
-#include "isa.h"
+#include "cpu/host_blocks.h"
+#include "cpu/isa.h"
 
 namespace gsrender {
 namespace {

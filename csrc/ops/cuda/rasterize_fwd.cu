@@ -1,7 +1,7 @@
 // Torch glue of rasterize_fwd on CUDA: checks, the device-side binning validation, allocation,
 // the launch plan (gsrender/raster_plan.h: Tensor Core where it runs, else scalar) and the
 // launchers of
-// gsrender/launch/rasterize.h (kernels in kernels/rasterize_fwd.cu, kernels/rasterize_mma_fwd.cu).
+// gsrender/launch/rasterize.h (kernels in csrc/cuda/rasterize_fwd_kernel.cu, csrc/cuda/rasterize_mma_fwd_kernel.cu).
 #include <ATen/Dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>

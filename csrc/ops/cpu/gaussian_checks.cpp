@@ -12,8 +12,8 @@
 #include <cstring>
 #include <limits>
 
-#include "isa.h"
-#include "simd.h"
+#include "cpu/isa.h"
+#include "cpu/simd.h"
 
 namespace gsrender {
 namespace {
