@@ -331,7 +331,7 @@ def contributors(means2d, conics, opacities, depths, tile_offsets, flatten_ids, 
                  height: int, tile_size: int, pixels=None, K_max: int = 32, tau_rel: float = 0.03,
                  tau_abs: float = 0.0, *, validate: bool | None = None):
     """Per-pixel front-to-back contributors and depth clusters (schema comment in
-    csrc/gsrender.cpp). pixels: None (every pixel, row-major), [C,P,2] int32 (x, y) or a
+    csrc/ops/gsrender.cpp). pixels: None (every pixel, row-major), [C,P,2] int32 (x, y) or a
     [C,H,W] bool mask (converted with mask_to_pixels).
     -> ids [C,P,K] int32, weights [C,P,K], zs [C,P,K], clusters [C,P,K] int32, counts [C,P]
     int32, n_render [C,P] int32. validate: as rasterize's (on CUDA, the pixels' range check)."""

@@ -99,7 +99,7 @@ def check_inputs(means, quats, scales, opacities, colors, viewmats, Ks, width, h
 _SCALES_NOT_POSITIVE = "scales must be positive (pass activated scales, e.g. exp(log_scales))"
 _QUAT_ZERO = "quats contains a zero quaternion"
 _OPACITY_OUTSIDE = "opacities must lie in [0, 1] (pass activated opacities, e.g. sigmoid)"
-# _C.gaussian_faults' bits (csrc/cpu/gaussian_checks.h), in order: the message of each
+# _C.gaussian_faults' bits (csrc/ops/cpu/gaussian_checks.h), in order: the message of each
 _GAUSSIAN_FAULTS = ("means contains NaN or Inf", "quats contains NaN or Inf",
                     "scales contains NaN or Inf", "opacities contains NaN or Inf",
                     _SCALES_NOT_POSITIVE, _QUAT_ZERO, _OPACITY_OUTSIDE)

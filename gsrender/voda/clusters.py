@@ -16,7 +16,7 @@ K_MAX = 96
 
 @dataclass
 class Contributors:
-    """The op's output for C cameras × P pixels × K entries (see csrc/gsrender.cpp)."""
+    """The op's output for C cameras × P pixels × K entries (see csrc/ops/gsrender.cpp)."""
 
     ids: torch.Tensor       # [C, P, K] int32 Gaussian index, -1 past count
     weights: torch.Tensor   # [C, P, K] w = α·T
