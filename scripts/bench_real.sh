@@ -14,7 +14,7 @@
 #      a run stopped half-way goes on from its newest checkpoint: gsrender train --resume)
 #   3. python benchmarks/mipnerf360.py --data OUT --models OUT/model --scenes NAME --out OUT/eval
 #   4. python benchmarks/real_scene.py: the record of the three, benchmarks/results/real_NAME.json
-#      (OUT/real_NAME.json for --quick)
+#      (real_NAME_STEPS.json for a budget other than 7000; OUT/real_NAME.json for --quick)
 # --steps: 7000 by default (3DGS's 7k checkpoint of its 30000-step schedule; --steps 30000 after a
 # 7000-step run resumes it to the end). --quick: 300 training steps (a smoke run).
 set -euo pipefail
@@ -67,6 +67,9 @@ step "3/4 evaluate -> $OUT/eval"
 "$PY" benchmarks/mipnerf360.py --data "$OUT" --models "$OUT/model" --scenes "$NAME" --out "$OUT/eval"
 
 step "4/4 record"
+# the 7k record is real_NAME.json; another budget gets its own (real_NAME_30000.json), so a run
+# resumed to 30000 steps keeps the 7k figures beside it
 RECORD=benchmarks/results/real_$NAME.json
+[ "$STEPS" != 7000 ] && RECORD=benchmarks/results/real_${NAME}_$STEPS.json
 [ "$QUICK" = 1 ] && RECORD=$OUT/real_$NAME.json
 "$PY" benchmarks/real_scene.py --name "$NAME" --scene "$SCENE" --model "$MODEL" --eval "$OUT/eval" --json "$RECORD"
