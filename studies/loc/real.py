@@ -308,7 +308,7 @@ def plot(res: dict, path: Path, methods=FIGURE_METHODS) -> None:
     top = lambda p: (np.asarray(p, np.float64) - mid) @ basis.T
     tr, q = top(res["train_centres"]), top(res["query_centres"])
     names = set(res["map_view_names"])
-    fig, axs = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 4.4), squeeze=False)
+    fig, axs = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 4.8), squeeze=False)
     key = sorted(res["thresholds"], key=lambda k: res["thresholds"][k]["deg"])[1]
     for ax, name in zip(axs[0], methods):
         r = res["results"][name]
