@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+# the checkout's root wherever the tests folder nests this file
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 if not (ROOT / "studies" / "loc" / "real.py").is_file():
     pytest.skip("studies folder missing", allow_module_level=True)
 sys.path.insert(0, str(ROOT))
