@@ -118,6 +118,34 @@ def query_cameras(ts, n: int, seed: int):
     return torch.cat([vm, qv.to(vm.dtype)]), torch.cat([K, qK.to(K.dtype)])
 
 
+def build_methods(model, viewmats, Ks, width, height, train_feats: list,
+                  methods=METHODS) -> dict:
+    """{method: (map, info)} from the training views' (keypoints, descriptors) train_feats, one
+    per view, for every map of methods: info has build_s (excluding the shared training SIFT)
+    and, for the pipeline methods, the split model's size, the selected count and the lifting's
+    associations. width/height: ints or one per view."""
+    views, feat = list(range(len(train_feats))), train_feats.__getitem__
+    pipeline = {RATIO_ABLATIONS.get(n, n) for n in methods} & set(PIPELINE_METHODS)
+    maps = P.build_maps(model, viewmats, Ks, views, width, height, feat,
+                        {name: P.preset(name) for name in PIPELINE_METHODS if name in pipeline})
+    out = {name: (m, {"build_s": info["timings_s"]["total"],
+                      "n_gaussians": info["n_gaussians"], "n_selected": info["n_selected"],
+                      **association_counts(info["associations"], m)})
+           for name, (m, info) in maps.items()}
+    for name, base in RATIO_ABLATIONS.items():
+        if name in methods:
+            out[name] = out[base]
+    if "depth_backproj" in methods:
+        t0 = time.perf_counter()
+        m = BL.depth_backprojection_map(model, viewmats, Ks, views, width, height, feat)
+        out["depth_backproj"] = (m, {"build_s": time.perf_counter() - t0})
+    if "triangulated" in methods:
+        t0 = time.perf_counter()
+        m = BL.triangulated_map(viewmats, Ks, views, feat)
+        out["triangulated"] = (m, {"build_s": time.perf_counter() - t0})
+    return out
+
+
 class Scene:
     """One trained scene: training SIFT (shared by every map), the queries (ground-truth renders,
     photometric change, cached SIFT and depth) and every method's map."""
@@ -139,31 +167,10 @@ class Scene:
                                       centres(ts.train.viewmats.double())).min(1).values.numpy()
 
     def build_all(self, methods=METHODS) -> dict:
-        """{method: (map, info)} for methods: info has build_s (excluding the shared training
-        SIFT) and, for the pipeline methods, the split model's size, the selected count and the
-        lifting's associations."""
+        """build_methods on this scene's model, training views and training SIFT."""
         ts = self.ts
-        tv, tK, W, H = ts.train.viewmats, ts.train.Ks, ts.width, ts.height
-        views, feat = list(range(len(self.train_feats))), self.train_feats.__getitem__
-        pipeline = {RATIO_ABLATIONS.get(n, n) for n in methods} & set(PIPELINE_METHODS)
-        maps = P.build_maps(ts.model, tv, tK, views, W, H, feat,
-                            {name: P.preset(name) for name in PIPELINE_METHODS if name in pipeline})
-        out = {name: (m, {"build_s": info["timings_s"]["total"],
-                          "n_gaussians": info["n_gaussians"], "n_selected": info["n_selected"],
-                          **association_counts(info["associations"], m)})
-               for name, (m, info) in maps.items()}
-        for name, base in RATIO_ABLATIONS.items():
-            if name in methods:
-                out[name] = out[base]
-        if "depth_backproj" in methods:
-            t0 = time.perf_counter()
-            m = BL.depth_backprojection_map(ts.model, tv, tK, views, W, H, feat)
-            out["depth_backproj"] = (m, {"build_s": time.perf_counter() - t0})
-        if "triangulated" in methods:
-            t0 = time.perf_counter()
-            m = BL.triangulated_map(tv, tK, views, feat)
-            out["triangulated"] = (m, {"build_s": time.perf_counter() - t0})
-        return out
+        return build_methods(ts.model, ts.train.viewmats, ts.train.Ks, ts.width, ts.height,
+                             self.train_feats, methods)
 
     def evaluate(self, m, ratio, tick=lambda: None) -> dict:
         return evaluate_queries(m, self.query_feats, self.query_vm, self.query_K,

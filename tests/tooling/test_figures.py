@@ -78,7 +78,8 @@ DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targ
               "docs/cuda_status.md": {"kernel_cases", "kernel_mutants"},
               "docs/testing.md": {"first_run", "build_profile"}, "docs/cameras.md": {"camera_ut"},
               "studies/voda/REPORT.md": {"voda_trained", "voda_flips", "voda_real_premise"},
-              "studies/loc/REPORT.md": {"loc_trained", "loc_tuning", "loc_trained_earlier"}}
+              "studies/loc/REPORT.md": {"loc_trained", "loc_tuning", "loc_trained_earlier",
+                                        "loc_real"}}
 PROSE_BLOCKS = {"applications"}  # lines of text, not a table
 RESULTS_OF = {"mipnerf360": "mipnerf360_synthetic", "readme": "cpu_targets", "applications": "voda_trained",
               "real_bonsai_factors": "real_bonsai"}
@@ -221,6 +222,15 @@ def test_the_application_studies_render_from_their_files():
     for m in voda["summary"]["methods"]:
         assert f"| {m} | " in table
     assert "| splitgs | " in report.RENDERERS[loc_name](report.RESULTS)
+    if (report.RESULTS / "loc_real.json").is_file():  # the real-scene study, when it has run
+        real = json.loads((report.RESULTS / "loc_real.json").read_text())
+        r = real["results"]["splitgs"]["recall_2cm2deg"]
+        assert f"{100 * r[0]:.0f} [{100 * r[1]:.0f}, {100 * r[2]:.0f}] % (" in apps
+        assert f"{real['queries']} held-out photos" in apps
+        table = report.RENDERERS["loc_real"](report.RESULTS)
+        for m in real["methods"]:
+            assert f"| {m} | {real['results'][m]['map_points']:,} |" in table
+        assert real["command"] in table
 
 
 def test_a_whole_run_wraps_each_result_keeps_recorded_ones_and_times_every_step(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ date, and renders the figure tables of the markdown files from those files.
     python tools/figures/report.py --only cpu_targets,viewer
     python tools/figures/report.py --only distributed_check,kernel_mutants   # long ones (also first_run,
                                                    # voda_trained, voda_flips, loc_trained,
-                                                   # loc_tuning)
+                                                   # loc_tuning, loc_real)
     python tools/figures/report.py --render        # render from benchmarks/results/ alone, no run
     python tools/figures/report.py --quick         # small configs into out/bench-quick/; renders
                                                    # into memory only: checks that every table renders
@@ -125,6 +125,10 @@ BENCHES = {
                          long=True, recorded=True),
     "loc_tuning": Bench(("studies/loc/trained.py", "--seeds", "0", "1", "--out", "{out}"), None,
                         "loc_trained.json", long=True, recorded=True),
+    # SplitGS-Loc on the real bonsai model that `make bench-real` trains (about an hour on 2 cores)
+    "loc_real": Bench(("studies/loc/real.py", "--json", "{out}/loc_real.json"), None, "loc_real.json",
+                      needs=("out/bench_real/model/bonsai/point_cloud/iteration_7000",), long=True,
+                      recorded=True),
 }
 
 

@@ -62,6 +62,20 @@ render_loc_tuning = _render_loc_run("loc_tuning")  # the tuning seeds the defaul
 render_loc_earlier = _render_loc_run("loc_trained_earlier")
 
 
+def render_loc_real(results: Path) -> str:
+    """studies/loc/REPORT.md: SplitGS-Loc on the real bonsai model (studies/loc/real.py), its
+    tables, then the command, the machine and the wall time."""
+    from studies.loc import real as loc_real
+
+    res = load(results, "loc_real")
+    if res is None:
+        return _missing("loc_real")
+    env = res["env"]
+    return (loc_real.markdown(res) + f"\n`{res['command']}`: {env['cpu']}, {env['cpu_threads']} "
+            f"threads, load {env['loadavg'][0]:.1f} at the end; commit {env['commit'][:12]}, "
+            f"{env['time']}; wall {res['wall_s'] / 60:.0f} min.\n")
+
+
 def render_voda_flips(results: Path) -> str:
     """studies/voda/REPORT.md: what VODA adds to Gaussian Grouping's selection (studies/voda/flips.py)."""
     from studies.voda import flips as voda_flips
@@ -103,7 +117,7 @@ def _voda_line(res: dict) -> str:
 
 
 # The one-factor rows the README line names, when the results file has them.
-_LOC_LINE_ROWS = {"no_split": "no split", "legacy": "the earlier method",
+_LOC_LINE_ROWS = {"no_split": "no split", "no_ratio": "no ratio test", "legacy": "the earlier method",
                   "density_opacity": "density child opacity", "no_select": "no selection"}
 
 
@@ -116,6 +130,21 @@ def _loc_line(res: dict) -> str:
             f"{res['sizes']['queries']} queries, {res['size']} size): R@2cm2° {r('splitgs', 'recall_2cm2deg')} % "
             f"({rows}; R@5cm5° {r('splitgs', 'recall_5cm5deg')} %); a triangulated map from the same "
             f"images, poses and features {r('triangulated', 'recall_2cm2deg')} %.")
+
+
+def _loc_real_line(res: dict) -> str:
+    r = res["results"]
+    key = "recall_2cm2deg"  # the synthetic line's threshold, as a fraction of the orbit radius
+    th = res["thresholds"][key]
+    cell = lambda m: f"{100 * r[m][key][0]:.0f} [{100 * r[m][key][1]:.0f}, {100 * r[m][key][2]:.0f}]"
+    med = r["splitgs"]["median_t_pct_radius"]
+    others = ", ".join(f"{m} {cell(m)}" for m in ("no_split", "no_ratio", "plain", "depth_backproj",
+                                                  "triangulated") if m in r)
+    return (f"SplitGS-Loc on the real bonsai model ({res['gaussians']:,} Gaussians; maps from "
+            f"{res['map_views']} training photos; its {res['queries']} held-out photos as queries): "
+            f"R@{100 * th['frac_radius']:.2f} % of the orbit radius, {th['deg']:g}° {cell('splitgs')} % "
+            f"({others}; 95 % bootstrap over the queries); median translation error "
+            f"{med[0]:.2f} % of the radius.")
 
 
 def render_applications(results: Path) -> str:
@@ -131,10 +160,12 @@ def render_applications(results: Path) -> str:
                              "current defaults (studies/loc/REPORT.md).")
                 continue
         lines.append(f"  - {line(res)}" if res is not None else f"  - {_missing(name).strip()}")
+    if (res := load(results, "loc_real")) is not None:
+        lines.append(f"  - {_loc_real_line(res)}")
     return "\n".join(lines) + "\n"
 
 
 RENDERERS = {"voda_trained": render_voda, "voda_flips": render_voda_flips,
              "voda_real_premise": render_voda_real_premise, "loc_trained": render_loc,
-             "loc_tuning": render_loc_tuning, "loc_trained_earlier": render_loc_earlier,
+             "loc_tuning": render_loc_tuning, "loc_real": render_loc_real, "loc_trained_earlier": render_loc_earlier,
              "applications": render_applications}
