@@ -49,7 +49,7 @@ from studies.voda.trained import PROTOCOL, QUICK, Scene, base_name, scene_row
 TUNING_SEEDS = (0, 1)
 EVAL_SEEDS = (3000, 3001, 3002, 3003, 3004)  # disjoint from trained.py's, never run before
 VODA_ROWS = tuple(f"gg+voda[{t}]" for t in ("rendered", "α-floor", "ray", "scaled", "obj-edges",
-                                            "faithful"))
+                                            "faithful", "rendered+ray"))
 METHODS = ("oracle", "gg", "gg+voda", *VODA_ROWS, "grouping", "grouping+voda", "vote")
 QUICK_METHODS = ("oracle", "gg", "gg+voda", *VODA_ROWS)
 AGREE = "[agree]"
@@ -89,6 +89,7 @@ def scene_methods(ts: T.TrainedScene, p: dict, methods) -> dict:
     objects = list(range(1, n + 1))
     out, sel, members = {}, {}, {}
     for m in methods:
+        t0 = time.perf_counter()
         if m == "oracle":
             b, res = OracleBaseline(ts.model.object_ids, n + 1), None
         else:
@@ -101,6 +102,7 @@ def scene_methods(ts: T.TrainedScene, p: dict, methods) -> dict:
         elif m != "oracle":
             out[m].update(_mean([missed_profile(s, ts.model.object_ids == k, contrib, hidden)
                                  for k, s in zip(objects, sel[m])]))
+        print(f"  {m}: {time.perf_counter() - t0:.0f} s", flush=True)
     for m, mem in members.items():
         b = base_name(m)
         if b in sel:
@@ -112,19 +114,34 @@ def scene_methods(ts: T.TrainedScene, p: dict, methods) -> dict:
 
 
 def summarise(rows: list[dict], methods) -> dict:
+    """Means ± 95 % intervals over the scenes that ran each row (runs combined with --resume may
+    hold different rows); a paired difference over the scenes that ran both of its rows."""
     names = [x for m in methods for x in (m, m + AGREE)]
     ci = lambda xs: list(mean_ci95(xs))
-    val = lambda m, k: [r["methods"][m][k] for r in rows]
-    out = {"n": len(rows), "methods": {}, "delta": {}, "diagnostics": {}}
+    has = lambda *ms: [r for r in rows if all(m in r["methods"] for m in ms)]
+    out = {"n": len(rows), "methods": {}, "delta": {}, "diagnostics": {}, "scenes": {}}
     for m in names:
-        out["methods"][m] = {k: ci(val(m, k)) for k in METRICS}
-        keys = [k for k in (*MISSED, *ADDED) if k in rows[0]["methods"][m]]
+        rs = has(m)
+        if not rs:
+            continue
+        out["scenes"][m] = len(rs)
+        out["methods"][m] = {k: ci([r["methods"][m][k] for r in rs]) for k in METRICS}
+        keys = [k for k in (*MISSED, *ADDED) if k in rs[0]["methods"][m]]
         if keys:
-            out["diagnostics"][m] = {k: ci(val(m, k)) for k in keys}
+            out["diagnostics"][m] = {k: ci([r["methods"][m][k] for r in rs]) for k in keys}
     for a, b in pairs(methods):
-        out["delta"][f"{a} − {b}"] = {k: ci([x - y for x, y in zip(val(a, k), val(b, k))])
-                                      for k in METRICS}
+        rs = has(a, b)
+        if rs:
+            out["scenes"][f"{a} − {b}"] = len(rs)
+            out["delta"][f"{a} − {b}"] = {
+                k: ci([r["methods"][a][k] - r["methods"][b][k] for r in rs]) for k in METRICS}
     out["seen_share"] = ci([r["seen_share"] for r in rows])
+    splits = sorted({r["scene"]["split"] for r in rows})
+    if len(splits) > 1:  # nRDE per split: the headroom may differ between them
+        out["by_split"] = {sp: {m: ci([r["methods"][m]["nrde"] for r in rs])
+                                for m in methods if (rs := [r for r in has(m)
+                                                          if r["scene"]["split"] == sp])}
+                           for sp in splits}
     return out
 
 
@@ -154,12 +171,21 @@ def markdown(res: dict) -> str:
              "*: against the derived ids. [agree]: the multi-view agreement readout.", "",
              *([gate(s), ""] if gate(s) else []),
              "| row | " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * len(HEADERS)]
+    name = lambda m: m if s.get("scenes", {}).get(m, s["n"]) == s["n"] else (
+        f"{m} ({s['scenes'][m]} scenes)")
     for m, v in s["methods"].items():
-        lines.append(f"| {m} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+        lines.append(f"| {name(m)} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
     lines += ["", "| paired difference | " + " | ".join(f"Δ{h}" for h in HEADERS) + " |",
               "|---|" + "---:|" * len(HEADERS)]
     for d, v in s["delta"].items():
-        lines.append(f"| {d} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+        lines.append(f"| {name(d)} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+    if "by_split" in s:
+        sp = list(s["by_split"])
+        lines += ["", "nRDE by split:", "", "| row | " + " | ".join(sp) + " |",
+                  "|---|" + "---:|" * len(sp)]
+        lines += [f"| {m} | " + " | ".join(_fmt(s["by_split"][x][m]) if m in s["by_split"][x]
+                                           else "–" for x in sp) + " |"
+                  for m in dict.fromkeys(m for x in sp for m in s["by_split"][x])]
     for title, keys in (("Missed Gaussians of the true set: count per object, shares by "
                          "training-view contribution quartile (q1 lowest) and hidden", MISSED),
                         ("Gaussians VODA adds to its baseline's selection (per object) and the "
@@ -177,6 +203,14 @@ def markdown(res: dict) -> str:
                         for k, v in sc["trained"].items() if k.startswith("object_"))
         lines.append(f"| {sc['split']} {sc['seed']} | {hid} | {sc['psnr_test']:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def command(res: dict) -> str:
+    """The command line that wrote `res` (the rows of --resume runs included)."""
+    methods = res.get("methods") or [m for m in res["summary"]["methods"] if not m.endswith(AGREE)]
+    quote = lambda m: f'"{m}"' if "[" in m else m
+    return (f"python studies/voda/faithful.py --size {res['size']} --splits {' '.join(res['splits'])}"
+            f" --methods {' '.join(map(quote, methods))} --out DIR -- {' '.join(map(str, res['seeds']))}")
 
 
 def main(argv=None) -> int:
@@ -209,11 +243,13 @@ def main(argv=None) -> int:
                 rows.append(done[(split, seed)])
                 continue
             print(f"{split} {seed}", flush=True)
+            t1 = time.perf_counter()
             ts = T.load_or_train(size, seed, split, root=args.scenes, progress=False)
+            print(f"  scene: {time.perf_counter() - t1:.0f} s", flush=True)
             rows.append({"scene": scene_row(ts), **scene_methods(ts, p, methods)})
             atomic.write_text(args.out / "results.partial.json",
                               json.dumps({"rows": rows}, default=float))
-    res = {"size": size, "splits": args.splits, "seeds": seeds, "protocol": p,
+    res = {"size": size, "splits": args.splits, "seeds": seeds, "methods": methods, "protocol": p,
            "voda_config": asdict(VodaConfig(**p["voda"])), "tuning_seeds": TUNING_SEEDS,
            "eval_seeds": EVAL_SEEDS, "env": env_block(), "seconds": time.perf_counter() - t0,
            "rows": rows, "summary": summarise(rows, methods)}

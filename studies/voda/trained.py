@@ -78,6 +78,8 @@ VARIANTS = {
 }
 VARIANTS["faithful"] = {k: v for tag in ("rendered", "α-floor", "ray", "scaled", "obj-edges")
                         for k, v in VARIANTS[tag].items()}
+# the two switches that each made VODA stable on the headroom tuning scenes, together
+VARIANTS["rendered+ray"] = {**VARIANTS["rendered"], **VARIANTS["ray"]}
 
 
 def voda_config(p: dict, method: str) -> VodaConfig | None:

@@ -90,6 +90,27 @@ def render_voda_real_premise(results: Path) -> str:
                                f"{rec['machine'].get('cpu', '?')}, commit {rec['commit']}, {rec['date']}.\n")
 
 
+def _render_voda_faithful(name: str):
+    """A renderer of studies/voda/faithful.py's results file `name`: its tables without the title,
+    then the command and the machine."""
+    def render(results: Path) -> str:
+        from studies.voda import faithful
+
+        res = load(results, name)
+        if res is None:
+            return f"(no results file: benchmarks/results/{name}.json, written by studies/voda/faithful.py)\n"
+        env = res["env"]
+        return (faithful.markdown(res).split("\n", 2)[2] + f"\n`{faithful.command(res)}`: {env['cpu']}, "
+                f"{env['cpu_threads']} threads, load {env['loadavg'][0]:.1f} at the end; commit "
+                f"{env['commit'][:12]}, {env['time']}.\n")
+    render.__doc__ = f"studies/voda/REPORT.md: the tables of benchmarks/results/{name}.json."
+    return render
+
+
+render_voda_faithful = _render_voda_faithful("voda_faithful")  # the evaluation seeds
+render_voda_faithful_tuning = _render_voda_faithful("voda_faithful_headroom_tuning")
+
+
 def _voda_line(res: dict) -> str:
     s = res["summary"]
     d = s["delta"]
@@ -135,6 +156,7 @@ def render_applications(results: Path) -> str:
 
 
 RENDERERS = {"voda_trained": render_voda, "voda_flips": render_voda_flips,
-             "voda_real_premise": render_voda_real_premise, "loc_trained": render_loc,
+             "voda_real_premise": render_voda_real_premise, "voda_faithful": render_voda_faithful,
+             "voda_faithful_headroom_tuning": render_voda_faithful_tuning, "loc_trained": render_loc,
              "loc_tuning": render_loc_tuning, "loc_trained_earlier": render_loc_earlier,
              "applications": render_applications}

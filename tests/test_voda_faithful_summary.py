@@ -1,0 +1,49 @@
+"""studies/voda/faithful.py's summary and rows, on hand-made per-scene results (no training)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from studies.voda import faithful as S
+
+
+def _row(split: str, seed: int, nrde: dict) -> dict:
+    methods = {}
+    for m, x in nrde.items():
+        for name in (m, m + S.AGREE):
+            methods[name] = {k: x for k in S.METRICS}
+    return {"scene": {"split": split, "seed": seed, "psnr_test": 30.0, "trained": {}},
+            "methods": methods, "seen_share": 0.5}
+
+
+def test_summary_takes_each_row_over_the_scenes_that_ran_it():
+    rows = [_row("isolated", 0, {"oracle": 0.1, "gg": 0.5, "gg+voda": 0.3}),
+            _row("occluding", 0, {"oracle": 0.2, "gg": 0.7, "gg+voda": 0.2,
+                                  "gg+voda[ray]": 0.1}),
+            _row("occluding", 1, {"oracle": 0.2, "gg": 0.6, "gg+voda": 0.4,
+                                  "gg+voda[ray]": 0.2})]
+    s = S.summarise(rows, ("oracle", "gg", "gg+voda", "gg+voda[ray]"))
+    assert s["n"] == 3 and s["scenes"]["gg+voda[ray]"] == 2 and s["scenes"]["gg"] == 3
+    assert s["methods"]["gg"]["nrde"][0] == pytest.approx(0.6)
+    assert s["methods"]["gg+voda[ray]"]["nrde"][0] == pytest.approx(0.15)
+    # paired only where both ran: (0.1 − 0.2, 0.2 − 0.4)
+    assert s["delta"]["gg+voda[ray] − gg+voda"]["nrde"][0] == pytest.approx(-0.15)
+    assert s["scenes"]["gg+voda[ray] − gg+voda"] == 2
+    assert s["delta"]["gg − oracle"]["nrde"][0] == pytest.approx((0.4 + 0.5 + 0.4) / 3)
+    assert s["by_split"]["isolated"]["gg"][0] == pytest.approx(0.5)
+    assert math.isnan(s["by_split"]["isolated"]["gg"][1])  # one scene: no interval
+    assert "gg+voda[ray]" not in s["by_split"]["isolated"]
+    md = S.markdown({"size": "headroom", "splits": ["isolated", "occluding"], "seeds": [0, 1],
+                     "rows": rows, "summary": s})
+    assert "| gg+voda[ray] (2 scenes) |" in md and "nRDE by split" in md
+    # the gate: gg − oracle = (0.4, 0.5, 0.4) beats 0 beyond its interval
+    assert "passes" in S.gate(s) and "does not" not in S.gate(s)
+
+
+def test_gate_needs_an_interval_that_excludes_zero():
+    rows = [_row("isolated", 0, {"oracle": 0.1, "gg": 0.5}),
+            _row("isolated", 1, {"oracle": 0.3, "gg": 0.2})]
+    assert "does not pass" in S.gate(S.summarise(rows, ("oracle", "gg")))
+    one = S.summarise(rows[:1], ("oracle", "gg"))
+    assert "does not pass" in S.gate(one)  # one scene: no interval, no pass
