@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
+from gsrender.voda.loss import VodaConfig
 from studies.voda import faithful as S
+from studies.voda import trained as T
 
 
 def _row(split: str, seed: int, nrde: dict) -> dict:
@@ -47,3 +50,19 @@ def test_gate_needs_an_interval_that_excludes_zero():
     assert "does not pass" in S.gate(S.summarise(rows, ("oracle", "gg")))
     one = S.summarise(rows[:1], ("oracle", "gg"))
     assert "does not pass" in S.gate(one)  # one scene: no interval, no pass
+
+
+def test_the_frozen_defaults_and_voda_before_them():
+    # frozen on the tuning rows (benchmarks/results/voda_faithful_headroom_freeze.json)
+    cfg = VodaConfig()
+    assert (cfg.membership, cfg.clustering) == ('walk', 'ray')
+    assert (cfg.alpha_floor, cfg.scale_vol, cfg.boundary) == (0.0, False, "labels")
+    p = T.PROTOCOL
+    now = T.voda_config(p, "gg+voda")
+    assert now == VodaConfig(**p["voda"])
+    assert T.voda_config(p, "gg+voda[before]") == replace(now, membership="walk", clustering="gap")
+    # every one-factor row changes something, else it is gg+voda under another name
+    for m in S.VODA_ROWS:
+        assert T.voda_config(p, m) != now, m
+    assert set(S.EVAL_METHODS) <= set(S.METHODS) <= set(S.KNOWN)
+    assert set(S.TUNING_SEEDS).isdisjoint(S.EVAL_SEEDS)
