@@ -16,7 +16,9 @@ def _row(split: str, seed: int, nrde: dict) -> dict:
     for m, x in nrde.items():
         for name in (m, m + S.AGREE):
             methods[name] = {k: x for k in S.METRICS}
-    return {"scene": {"split": split, "seed": seed, "psnr_test": 30.0, "trained": {}},
+    trained = {"object_1": {"hidden_share": 0.01 * (seed + 1), "gaussians": 100},
+               "object_2": {"hidden_share": 0.0, "gaussians": 100}}
+    return {"scene": {"split": split, "seed": seed, "psnr_test": 30.0, "trained": trained},
             "methods": methods, "seen_share": 0.5}
 
 
@@ -37,6 +39,8 @@ def test_summary_takes_each_row_over_the_scenes_that_ran_it():
     assert s["by_split"]["isolated"]["gg"][0] == pytest.approx(0.5)
     assert math.isnan(s["by_split"]["isolated"]["gg"][1])  # one scene: no interval
     assert "gg+voda[ray]" not in s["by_split"]["isolated"]
+    # hidden share: per scene the mean over its objects (0.005, 0.005, 0.01)
+    assert s["hidden_share_objects"][0] == pytest.approx(0.02 / 3)
     md = S.markdown({"size": "headroom", "splits": ["isolated", "occluding"], "seeds": [0, 1],
                      "rows": rows, "summary": s})
     assert "| gg+voda[ray] (2 scenes) |" in md and "nRDE by split" in md

@@ -155,6 +155,12 @@ def summarise(rows: list[dict], methods) -> dict:
             out["delta"][f"{a} − {b}"] = {
                 k: ci([r["methods"][a][k] - r["methods"][b][k] for r in rs]) for k in METRICS}
     out["seen_share"] = ci([r["seen_share"] for r in rows])
+    # the premise: the share of the object Gaussians hidden from every training view (mean over
+    # a scene's objects), and the baselines' recall of the lowest-contribution quartile (rec-Q1)
+    hid = [[v["hidden_share"] for k, v in r["scene"]["trained"].items() if k.startswith("object_")]
+           for r in rows]
+    if all(hid):
+        out["hidden_share_objects"] = ci([sum(h) / len(h) for h in hid])
     splits = sorted({r["scene"]["split"] for r in rows})
     if len(splits) > 1:  # nRDE per split: the headroom may differ between them
         out["by_split"] = {sp: {m: ci([r["methods"][m]["nrde"] for r in rs])
@@ -187,7 +193,10 @@ def markdown(res: dict) -> str:
              f"{', '.join(res['splits'])}, seeds {', '.join(map(str, res['seeds']))})", "",
              "Mean ± 95 % interval over scenes. -seen: on the held-out pixels whose exposed "
              f"surface a training view saw ({_fmt(s['seen_share'])} of the objects' pixels). "
-             "*: against the derived ids. [agree]: the multi-view agreement readout.", "",
+             "*: against the derived ids. [agree]: the multi-view agreement readout."
+             + (f" Object Gaussians hidden from every training view: "
+                f"{_fmt(s['hidden_share_objects'])} (share, mean over a scene's objects)."
+                if "hidden_share_objects" in s else ""), "",
              *([gate(s), ""] if gate(s) else []),
              "| row | " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * len(HEADERS)]
     name = lambda m: m if s.get("scenes", {}).get(m, s["n"]) == s["n"] else (
