@@ -70,3 +70,31 @@ def test_the_frozen_defaults_and_voda_before_them():
         assert T.voda_config(p, m) != now, m
     assert set(S.EVAL_METHODS) <= set(S.METHODS) <= set(S.KNOWN)
     assert set(S.TUNING_SEEDS).isdisjoint(S.EVAL_SEEDS)
+
+
+def test_the_readme_line_takes_its_figures_from_the_evaluation_file(tmp_path):
+    import json
+
+    from tools.figures import study_figures as F
+
+    ms = ("oracle", "gg", "gg+voda", "gg+voda[before]", "grouping", "grouping+voda", "vote")
+    rows = [_row(sp, s, {"oracle": 0.1 + 0.01 * s, "gg": 0.5, "gg+voda": 0.2 - 0.01 * s,
+                         "gg+voda[before]": 0.3, "grouping": 0.4, "grouping+voda": 0.25,
+                         "vote": 0.45})
+            for sp in ("isolated", "occluding") for s in (0, 1, 2)]
+    res = {"size": "headroom", "splits": ["isolated", "occluding"], "seeds": [0, 1, 2],
+           "rows": rows, "summary": S.summarise(rows, ms)}
+    line = F._voda_faithful_line(res)
+    d = res["summary"]["delta"]
+    assert "3 isolated, 3 occluding scenes" in line and "seeds 0–2" in line
+    assert f"gg − oracle {F._pm(d['gg − oracle']['nrde'])}) passes" in line
+    assert f"ΔnRDE {F._pm(d['gg+voda − gg']['nrde'])} over Gaussian Grouping" in line
+    assert f"{F._pm(d['gg+voda[before] − gg+voda']['nrde'])} for VODA as before" in line
+    (tmp_path / "voda_trained.json").write_text(json.dumps({
+        "rows": [], "splits": [], "size": "full", "summary": {"delta": {
+            "gg+voda − gg": {"nrde": [0.6, 0.6]}, "grouping+voda − grouping": {"nrde": [0.3, 0.4]}},
+            "hidden_share_objects": [0.0, 0.0]}}))
+    assert line not in F.render_applications(tmp_path)  # no evaluation file: no line
+    (tmp_path / "voda_faithful.json").write_text(json.dumps(res))
+    apps = F.render_applications(tmp_path)
+    assert line in apps and "before the freeze" in apps
