@@ -61,6 +61,7 @@ def test_the_frozen_defaults_and_voda_before_them():
     cfg = VodaConfig()
     assert (cfg.membership, cfg.clustering) == ('walk', 'ray')
     assert (cfg.alpha_floor, cfg.scale_vol, cfg.boundary) == (0.0, False, "labels")
+    assert all(getattr(cfg, k) == v for k, v in S.FROZEN.items())
     p = T.PROTOCOL
     now = T.voda_config(p, "gg+voda")
     assert now == VodaConfig(**p["voda"])

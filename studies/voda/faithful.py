@@ -8,7 +8,8 @@ error on surfaces a training view saw, the multi-view agreement readout and the 
     python studies/voda/faithful.py --out DIR --resume A/results.partial.json B/... SEEDS...
 
 Rows (each a one-factor change from the row it is paired with):
-  oracle              the true (derived) object set removed: the floor of the removal error
+  oracle              the true (derived) object set removed: the reference the gate needs (not
+                      a strict floor: some derived members are better left in)
   gg, grouping, vote  the baselines (studies/voda/trained.py)
   gg+voda             VODA with the frozen defaults (FROZEN: ray-depth clustering)
   gg+voda[before]     VODA as it was before the freeze (chained mean-depth gaps)
@@ -282,6 +283,12 @@ def main(argv=None) -> int:
            "voda_config": asdict(VodaConfig(**p["voda"])), "tuning_seeds": TUNING_SEEDS,
            "eval_seeds": EVAL_SEEDS, "env": env_block(), "seconds": time.perf_counter() - t0,
            "rows": rows, "summary": summarise(rows, methods)}
+    # the runs combined here: their wall time and machine load (beside results.partial.json)
+    parts = [json.loads(q.read_text()) for q in (r.parent / "results.json" for r in args.resume)
+             if q.is_file()]
+    if parts:
+        res["parts"] = [{"seeds": r["seeds"], "splits": r["splits"], "seconds": r["seconds"],
+                         "env": r["env"]} for r in parts]
     atomic.write_text(args.out / "results.json", json.dumps(res, indent=1, default=float))
     (args.out / "results.md").write_text(markdown(res))
     print(markdown(res))

@@ -108,7 +108,6 @@ def _render_voda_faithful(name: str):
 
 
 render_voda_faithful = _render_voda_faithful("voda_faithful")  # the evaluation seeds
-render_voda_faithful_tuning = _render_voda_faithful("voda_faithful_headroom_tuning")
 # the tuning rows the defaults were frozen on (isolated and occluding tuning scenes)
 render_voda_faithful_freeze = _render_voda_faithful("voda_faithful_headroom_freeze")
 
@@ -183,7 +182,6 @@ def render_applications(results: Path) -> str:
 
 RENDERERS = {"voda_trained": render_voda, "voda_flips": render_voda_flips,
              "voda_real_premise": render_voda_real_premise, "voda_faithful": render_voda_faithful,
-             "voda_faithful_headroom_tuning": render_voda_faithful_tuning,
              "voda_faithful_headroom_freeze": render_voda_faithful_freeze, "loc_trained": render_loc,
              "loc_tuning": render_loc_tuning, "loc_trained_earlier": render_loc_earlier,
              "applications": render_applications}
