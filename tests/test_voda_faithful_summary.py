@@ -90,7 +90,7 @@ def test_the_readme_line_takes_its_figures_from_the_evaluation_file(tmp_path):
     assert "3 isolated, 3 occluding scenes" in line and "seeds 0–2" in line
     assert f"gg − oracle {F._pm(d['gg − oracle']['nrde'])}) passes" in line
     assert f"ΔnRDE {F._pm(d['gg+voda − gg']['nrde'])} over Gaussian Grouping" in line
-    assert f"{F._pm(d['gg+voda[before] − gg+voda']['nrde'])} for VODA as before" in line
+    assert f"against the frozen one {F._pm(d['gg+voda[before] − gg+voda']['nrde'])};" in line
     (tmp_path / "voda_trained.json").write_text(json.dumps({
         "rows": [], "splits": [], "size": "full", "summary": {"delta": {
             "gg+voda − gg": {"nrde": [0.6, 0.6]}, "grouping+voda − grouping": {"nrde": [0.3, 0.4]}},

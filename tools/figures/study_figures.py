@@ -140,9 +140,9 @@ def _voda_faithful_line(res: dict) -> str:
             f"({scenes} scenes, evaluation seeds {min(res['seeds'])}–{max(res['seeds'])}): the gate "
             f"(oracle beats gg beyond the interval, gg − oracle {_pm(d['gg − oracle']['nrde'])}) "
             f"{gate}; paired ΔnRDE {_pm(d['gg+voda − gg']['nrde'])} over Gaussian Grouping, "
-            f"{_pm(d['grouping+voda − grouping']['nrde'])} over the stronger kNN, "
-            f"{_pm(d['gg+voda[before] − gg+voda']['nrde'])} for VODA as before the freeze "
-            f"(< 0: VODA better); object Gaussians hidden {_pm(s['hidden_share_objects'], 100, 1)} %, "
+            f"{_pm(d['grouping+voda − grouping']['nrde'])} over the stronger kNN (< 0: VODA better), "
+            f"VODA as before the freeze against the frozen one {_pm(d['gg+voda[before] − gg+voda']['nrde'])}; "
+            f"object Gaussians hidden {_pm(s['hidden_share_objects'], 100, 1)} %, "
             f"gg's recall of the lowest-contribution quartile {_pm(s['methods']['gg']['recall_q1'])}.")
 
 
