@@ -62,6 +62,12 @@ def add_parser(sub) -> None:
     v.add_argument("--tau-rel", type=float, default=VodaConfig.tau_rel)
     v.add_argument("--lambda-vol", type=float, default=VodaConfig.lambda_vol)
     v.add_argument("--lambda-pix", type=float, default=VodaConfig.lambda_pix)
+    v.add_argument("--membership", choices=("walk", "rendered"), default=VodaConfig.membership,
+                   help="VODA's cluster members: the renderer's contributors (rendered) or the "
+                        "walk past its stop (walk); default %(default)s")
+    v.add_argument("--clustering", choices=("gap", "ray"), default=VodaConfig.clustering,
+                   help="VODA's clusters: depth and extent along the pixel ray (ray) or chained "
+                        "mean-depth gaps (gap); default %(default)s")
     v.add_argument("--out", default="out/voda", help="output folder (default out/voda)")
     v.set_defaults(func=cmd_voda)
 
@@ -183,7 +189,8 @@ def cmd_voda(args) -> int:
     if args.iters < 1:
         raise ValueError(f"--iters must be >= 1, got {args.iters}")
     out = Path(args.out)
-    cfg = VodaConfig(tau_rel=args.tau_rel, lambda_vol=args.lambda_vol, lambda_pix=args.lambda_pix)
+    cfg = VodaConfig(tau_rel=args.tau_rel, lambda_vol=args.lambda_vol, lambda_pix=args.lambda_pix,
+                     membership=args.membership, clustering=args.clustering)
     sc, association = None, None
     if args.scene:
         model, vm, K, W, H, labels, names = _user_scene(args)

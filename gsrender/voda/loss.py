@@ -7,8 +7,9 @@ independent of its compositing weight wᵢ (the rendered loss scales it by wᵢ,
 Gaussians behind a surface's front); and a pixel loss on F_c* with pixels near a label boundary
 up-weighted (where the choice of cluster matters most).
 
-Each choice below that the method's description leaves open has today's behaviour as its
-default and the faithful alternative as a one-factor switch (studies/voda/REPORT.md's rows):
+Each choice below that the method's description leaves open is a switch, measured one factor at a
+time in studies/voda/REPORT.md; the defaults were frozen on that study's tuning scenes
+(``clustering="ray"``), and the behaviour before the freeze stays reachable (``clustering="gap"``):
 membership (the contributor walk past the renderer's stop, or the renderer's contributors
 only), a footprint floor on the members' α, the clustering (chained mean-depth gaps, or ray
 depths with a bounded span: gsrender.voda.raydepth), the volumetric weight (as is, or scaled like
@@ -50,8 +51,9 @@ class VodaConfig:
     membership: Literal["walk", "rendered"] = "walk"
     alpha_floor: float = 0.0      # members need α ≥ this at the pixel (0: the renderer's 1/255)
     # "gap": the op's chained mean-depth gaps (tau_rel, tau_abs); "ray": depth and extent along
-    # the pixel ray, span bounded by span_rel·z (gsrender.voda.raydepth)
-    clustering: Literal["gap", "ray"] = "gap"
+    # the pixel ray, span bounded by span_rel·z (gsrender.voda.raydepth). Frozen on the headroom
+    # tuning scenes (studies/voda/REPORT.md, "The freeze")
+    clustering: Literal["gap", "ray"] = "ray"
     span_rel: float = SPAN_REL
     extent: float = EXTENT
     scale_vol: bool = False       # λ_vol times the baseline's loss scale (gg: 1 / ln 256)

@@ -8,11 +8,14 @@ error on surfaces a training view saw, the multi-view agreement readout and the 
     python studies/voda/faithful.py --out DIR --resume A/results.partial.json B/... SEEDS...
 
 Rows (each a one-factor change from the row it is paired with):
-  oracle              the true (derived) object set removed: the floor of the removal error
+  oracle              the true (derived) object set removed: the reference the gate needs (not
+                      a strict floor: some derived members are better left in)
   gg, grouping, vote  the baselines (studies/voda/trained.py)
-  gg+voda             VODA as today (trained.py's PROTOCOL)
-  gg+voda[TAG]        one factor of VODA changed (trained.VARIANTS): rendered, α-floor, ray,
-                      scaled, obj-edges; [faithful] all five
+  gg+voda             VODA with the frozen defaults (FROZEN: ray-depth clustering)
+  gg+voda[before]     VODA as it was before the freeze (chained mean-depth gaps)
+  gg+voda[TAG]        one factor of VODA changed (trained.VARIANTS): rendered, α-floor, scaled,
+                      obj-edges; [faithful] all five of the description's choices; the tuning
+                      rows the freeze was decided on (TUNING_ROWS) stay runnable
   X[agree]            every row above read out with the multi-view agreement rule
                       (gsrender.voda.agreement): a separate readout, not part of any method
 Columns: nRDE and RDE as today, and nRDE-seen / RDE-seen on the held-out pixels whose exposed
@@ -20,7 +23,12 @@ surface a training view saw (gsrender.voda.seen). Diagnostics: where each baseli
 Gaussians sit (training-view contribution quartile of the true set, hidden share), and the
 share of each +VODA row's added Gaussians its target reached past the renderer's stop.
 
-Seeds: TUNING_SEEDS only until the new defaults are frozen; EVAL_SEEDS never run before.
+Seeds: the defaults were frozen on TUNING_SEEDS (isolated and occluding) before any of
+EVAL_SEEDS ran; the evaluation runs EVAL_METHODS:
+
+    python studies/voda/faithful.py --size headroom --splits isolated occluding \
+        --methods oracle gg gg+voda "gg+voda[before]" grouping grouping+voda vote \
+        --out out/voda_faithful 3000 3001 3002 3003 3004
 Writes DIR/results.json and DIR/results.md.
 """
 from __future__ import annotations
@@ -48,10 +56,22 @@ from studies.voda.trained import PROTOCOL, QUICK, Scene, base_name, scene_row
 
 TUNING_SEEDS = (0, 1)
 EVAL_SEEDS = (3000, 3001, 3002, 3003, 3004)  # disjoint from trained.py's, never run before
-VODA_ROWS = tuple(f"gg+voda[{t}]" for t in ("rendered", "α-floor", "ray", "scaled", "obj-edges",
+# the defaults frozen on the tuning rows (studies/voda/REPORT.md, "The freeze")
+FROZEN = {"clustering": "ray"}
+# one-factor rows against gg+voda (VODA with the frozen defaults): VODA as it was before the
+# freeze, the switches not frozen, and all five of the description's choices
+VODA_ROWS = tuple(f"gg+voda[{t}]" for t in ("before", "rendered", "α-floor", "scaled", "obj-edges",
                                             "faithful"))
+# the rows the freeze was decided on (the tuning file): under the frozen defaults some of them run
+# the same VODA as gg+voda
+TUNING_ROWS = tuple(f"gg+voda[{t}]" for t in ("rendered", "ray", "rendered+ray", "α-floor",
+                                              "scaled", "obj-edges", "faithful"))
 METHODS = ("oracle", "gg", "gg+voda", *VODA_ROWS, "grouping", "grouping+voda", "vote")
+# the evaluation seeds' rows: VODA as frozen and as before, over both baselines (the other
+# one-factor rows are the tuning file's; the shared 2-core machine fits these)
+EVAL_METHODS = ("oracle", "gg", "gg+voda", "gg+voda[before]", "grouping", "grouping+voda", "vote")
 QUICK_METHODS = ("oracle", "gg", "gg+voda", *VODA_ROWS)
+KNOWN = tuple(dict.fromkeys((*METHODS, *TUNING_ROWS)))
 AGREE = "[agree]"
 METRICS = ("nrde", "nrde_seen", "rde_raw", "rde_seen", "gaussian_iou", "recall_q1", "miou")
 HEADERS = ("nRDE", "nRDE-seen", "RDE", "RDE-seen", "G-IoU*", "rec-Q1*", "mIoU")
@@ -89,6 +109,7 @@ def scene_methods(ts: T.TrainedScene, p: dict, methods) -> dict:
     objects = list(range(1, n + 1))
     out, sel, members = {}, {}, {}
     for m in methods:
+        t0 = time.perf_counter()
         if m == "oracle":
             b, res = OracleBaseline(ts.model.object_ids, n + 1), None
         else:
@@ -101,6 +122,7 @@ def scene_methods(ts: T.TrainedScene, p: dict, methods) -> dict:
         elif m != "oracle":
             out[m].update(_mean([missed_profile(s, ts.model.object_ids == k, contrib, hidden)
                                  for k, s in zip(objects, sel[m])]))
+        print(f"  {m}: {time.perf_counter() - t0:.0f} s", flush=True)
     for m, mem in members.items():
         b = base_name(m)
         if b in sel:
@@ -112,19 +134,40 @@ def scene_methods(ts: T.TrainedScene, p: dict, methods) -> dict:
 
 
 def summarise(rows: list[dict], methods) -> dict:
+    """Means ± 95 % intervals over the scenes that ran each row (runs combined with --resume may
+    hold different rows); a paired difference over the scenes that ran both of its rows."""
     names = [x for m in methods for x in (m, m + AGREE)]
     ci = lambda xs: list(mean_ci95(xs))
-    val = lambda m, k: [r["methods"][m][k] for r in rows]
-    out = {"n": len(rows), "methods": {}, "delta": {}, "diagnostics": {}}
+    has = lambda *ms: [r for r in rows if all(m in r["methods"] for m in ms)]
+    out = {"n": len(rows), "methods": {}, "delta": {}, "diagnostics": {}, "scenes": {}}
     for m in names:
-        out["methods"][m] = {k: ci(val(m, k)) for k in METRICS}
-        keys = [k for k in (*MISSED, *ADDED) if k in rows[0]["methods"][m]]
+        rs = has(m)
+        if not rs:
+            continue
+        out["scenes"][m] = len(rs)
+        out["methods"][m] = {k: ci([r["methods"][m][k] for r in rs]) for k in METRICS}
+        keys = [k for k in (*MISSED, *ADDED) if k in rs[0]["methods"][m]]
         if keys:
-            out["diagnostics"][m] = {k: ci(val(m, k)) for k in keys}
+            out["diagnostics"][m] = {k: ci([r["methods"][m][k] for r in rs]) for k in keys}
     for a, b in pairs(methods):
-        out["delta"][f"{a} − {b}"] = {k: ci([x - y for x, y in zip(val(a, k), val(b, k))])
-                                      for k in METRICS}
+        rs = has(a, b)
+        if rs:
+            out["scenes"][f"{a} − {b}"] = len(rs)
+            out["delta"][f"{a} − {b}"] = {
+                k: ci([r["methods"][a][k] - r["methods"][b][k] for r in rs]) for k in METRICS}
     out["seen_share"] = ci([r["seen_share"] for r in rows])
+    # the premise: the share of the object Gaussians hidden from every training view (mean over
+    # a scene's objects), and the baselines' recall of the lowest-contribution quartile (rec-Q1)
+    hid = [[v["hidden_share"] for k, v in r["scene"]["trained"].items() if k.startswith("object_")]
+           for r in rows]
+    if all(hid):
+        out["hidden_share_objects"] = ci([sum(h) / len(h) for h in hid])
+    splits = sorted({r["scene"]["split"] for r in rows})
+    if len(splits) > 1:  # nRDE per split: the headroom may differ between them
+        out["by_split"] = {sp: {m: ci([r["methods"][m]["nrde"] for r in rs])
+                                for m in methods if (rs := [r for r in has(m)
+                                                          if r["scene"]["split"] == sp])}
+                           for sp in splits}
     return out
 
 
@@ -151,15 +194,27 @@ def markdown(res: dict) -> str:
              f"{', '.join(res['splits'])}, seeds {', '.join(map(str, res['seeds']))})", "",
              "Mean ± 95 % interval over scenes. -seen: on the held-out pixels whose exposed "
              f"surface a training view saw ({_fmt(s['seen_share'])} of the objects' pixels). "
-             "*: against the derived ids. [agree]: the multi-view agreement readout.", "",
+             "*: against the derived ids. [agree]: the multi-view agreement readout."
+             + (f" Object Gaussians hidden from every training view: "
+                f"{_fmt(s['hidden_share_objects'])} (share, mean over a scene's objects)."
+                if "hidden_share_objects" in s else ""), "",
              *([gate(s), ""] if gate(s) else []),
              "| row | " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * len(HEADERS)]
+    name = lambda m: m if s.get("scenes", {}).get(m, s["n"]) == s["n"] else (
+        f"{m} ({s['scenes'][m]} scenes)")
     for m, v in s["methods"].items():
-        lines.append(f"| {m} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+        lines.append(f"| {name(m)} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
     lines += ["", "| paired difference | " + " | ".join(f"Δ{h}" for h in HEADERS) + " |",
               "|---|" + "---:|" * len(HEADERS)]
     for d, v in s["delta"].items():
-        lines.append(f"| {d} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+        lines.append(f"| {name(d)} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+    if "by_split" in s:
+        sp = list(s["by_split"])
+        lines += ["", "nRDE by split:", "", "| row | " + " | ".join(sp) + " |",
+                  "|---|" + "---:|" * len(sp)]
+        lines += [f"| {m} | " + " | ".join(_fmt(s["by_split"][x][m]) if m in s["by_split"][x]
+                                           else "–" for x in sp) + " |"
+                  for m in dict.fromkeys(m for x in sp for m in s["by_split"][x])]
     for title, keys in (("Missed Gaussians of the true set: count per object, shares by "
                          "training-view contribution quartile (q1 lowest) and hidden", MISSED),
                         ("Gaussians VODA adds to its baseline's selection (per object) and the "
@@ -179,13 +234,22 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def command(res: dict) -> str:
+    """The command line that wrote `res` (the rows of --resume runs included)."""
+    methods = res.get("methods") or [m for m in res["summary"]["methods"] if not m.endswith(AGREE)]
+    quote = lambda m: f'"{m}"' if "[" in m else m
+    return (f"python studies/voda/faithful.py --size {res['size']} --splits {' '.join(res['splits'])}"
+            f" --methods {' '.join(map(quote, methods))} --out DIR -- {' '.join(map(str, res['seeds']))}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("seeds", nargs="*", type=int, help=f"scene seeds (default {TUNING_SEEDS})")
     ap.add_argument("--quick", action="store_true", help="CI: quick size, seed 0, few rows")
     ap.add_argument("--size", choices=tuple(T.SIZES), default="small")
     ap.add_argument("--splits", nargs="+", default=["isolated"])
-    ap.add_argument("--methods", nargs="+", default=None, help="a subset of METHODS")
+    ap.add_argument("--methods", nargs="+", default=None,
+                    help="rows: METHODS (default), EVAL_METHODS or TUNING_ROWS")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--scenes", type=Path, default=Path("out/trained_scenes"))
     ap.add_argument("--resume", type=Path, nargs="+", default=(), metavar="PARTIAL",
@@ -196,9 +260,9 @@ def main(argv=None) -> int:
     size = "quick" if args.quick else args.size
     seeds = args.seeds or ([TUNING_SEEDS[0]] if args.quick else list(TUNING_SEEDS))
     methods = tuple(args.methods or (QUICK_METHODS if args.quick else METHODS))
-    bad = [m for m in methods if m not in METHODS]
+    bad = [m for m in methods if m not in KNOWN]
     if bad:
-        raise SystemExit(f"--methods: unknown {bad}; choose from {METHODS}")
+        raise SystemExit(f"--methods: unknown {bad}; choose from {KNOWN}")
     args.out.mkdir(parents=True, exist_ok=True)
     done = {(r["scene"]["split"], r["scene"]["seed"]): r
             for path in args.resume for r in json.loads(path.read_text())["rows"]}
@@ -209,14 +273,22 @@ def main(argv=None) -> int:
                 rows.append(done[(split, seed)])
                 continue
             print(f"{split} {seed}", flush=True)
+            t1 = time.perf_counter()
             ts = T.load_or_train(size, seed, split, root=args.scenes, progress=False)
+            print(f"  scene: {time.perf_counter() - t1:.0f} s", flush=True)
             rows.append({"scene": scene_row(ts), **scene_methods(ts, p, methods)})
             atomic.write_text(args.out / "results.partial.json",
                               json.dumps({"rows": rows}, default=float))
-    res = {"size": size, "splits": args.splits, "seeds": seeds, "protocol": p,
+    res = {"size": size, "splits": args.splits, "seeds": seeds, "methods": methods, "protocol": p,
            "voda_config": asdict(VodaConfig(**p["voda"])), "tuning_seeds": TUNING_SEEDS,
            "eval_seeds": EVAL_SEEDS, "env": env_block(), "seconds": time.perf_counter() - t0,
            "rows": rows, "summary": summarise(rows, methods)}
+    # the runs combined here: their wall time and machine load (beside results.partial.json)
+    parts = [json.loads(q.read_text()) for q in (r.parent / "results.json" for r in args.resume)
+             if q.is_file()]
+    if parts:
+        res["parts"] = [{"seeds": r["seeds"], "splits": r["splits"], "seconds": r["seconds"],
+                         "env": r["env"]} for r in parts]
     atomic.write_text(args.out / "results.json", json.dumps(res, indent=1, default=float))
     (args.out / "results.md").write_text(markdown(res))
     print(markdown(res))

@@ -67,7 +67,9 @@ QUICK = {**PROTOCOL, "methods": ("gg-2d", "gg-2d+voda", *PROTOCOL["methods"]), "
          "curve_every": 20, "voda": {**PROTOCOL["voda"], "warmup": 10}}
 
 
-# one-factor VODA rows, `BASE+voda[TAG]`: VodaConfig fields changed from PROTOCOL["voda"]
+# one-factor VODA rows, `BASE+voda[TAG]`: VodaConfig fields changed from PROTOCOL["voda"]. The
+# tuning rows set their value explicitly, so under the frozen defaults a row that sets a frozen
+# value ("rendered", "ray") runs the same VODA as `BASE+voda`.
 VARIANTS = {
     "obj-px": {"objects_only": True},
     "rendered": {"membership": "rendered"},        # the renderer's contributors only
@@ -78,6 +80,10 @@ VARIANTS = {
 }
 VARIANTS["faithful"] = {k: v for tag in ("rendered", "α-floor", "ray", "scaled", "obj-edges")
                         for k, v in VARIANTS[tag].items()}
+# the two switches that each made VODA stable on the headroom tuning scenes, together
+VARIANTS["rendered+ray"] = {**VARIANTS["rendered"], **VARIANTS["ray"]}
+# VODA as it was before the defaults were frozen (the walk past the stop, chained mean-depth gaps)
+VARIANTS["before"] = {"membership": "walk", "clustering": "gap"}
 
 
 def voda_config(p: dict, method: str) -> VodaConfig | None:

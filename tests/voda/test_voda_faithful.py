@@ -12,13 +12,13 @@ from gsrender import reference as ref
 from gsrender.voda import removal3d as R
 from gsrender.voda.agreement import agree, label_shares
 from gsrender.voda.baselines import IdentityBaseline, OracleBaseline, make_baseline
-from gsrender.voda.clusters import Contributors, depth_contributors, rendered_only
+from gsrender.voda.clusters import TAU_ABS, TAU_REL, Contributors, depth_contributors, rendered_only
 from gsrender.voda.diagnostics import added_past_stop, missed_profile
 from gsrender.voda.evaluate import eval_views, evaluate
 from gsrender.voda.loss import VodaConfig, boundary_weights, voda_loss
 from gsrender.voda.raydepth import RayGeometry, pixel_rays, ray_clusters, ray_depths
 from gsrender.voda.seen import backproject, seen_surface, visible_in
-from gsrender.voda.train import frozen_views, train_features, voda_contributors
+from gsrender.voda.train import TILE, frozen_views, train_features, voda_contributors
 
 I32 = torch.int32
 
@@ -58,7 +58,7 @@ def test_rendered_membership_stops_at_the_renderers_stop(shells):
     *_, views = shells
     v = views[0]
     pix = _object_pixels(v)
-    walk = voda_contributors(v, pix, VodaConfig(K_max=256))
+    walk = voda_contributors(v, pix, VodaConfig(K_max=256, membership="walk"))
     ren = voda_contributors(v, pix, VodaConfig(K_max=256, membership="rendered"))
     assert (walk.counts > walk.n_render).any(), "the walk lists entries past the stop"
     assert torch.equal(ren.counts, walk.n_render)
@@ -273,3 +273,17 @@ def test_rendered_only_keeps_the_prefix_of_a_hand_list():
     r = rendered_only(c)
     assert r.ids.tolist() == [[[0, 1, -1]]] and r.counts.tolist() == [[2]]
     assert r.alphas[0, 0, 2] == 0 and c.past_stop.tolist() == [[[False, False, True]]]
+
+
+def test_voda_before_the_freeze_is_the_ops_walk_and_gaps(shells):
+    """The behaviour before the defaults were frozen (studies/voda/trained.py's [before] row):
+    the op's contributor list and its chained-gap clusters, untouched."""
+    *_, views = shells
+    v = views[0]
+    pix = _object_pixels(v)
+    op = depth_contributors(v.meta, v.width, v.height, pix, 256, TAU_REL, TAU_ABS, TILE)
+    old = voda_contributors(v, pix, VodaConfig(K_max=256, membership="walk", clustering="gap"))
+    assert torch.equal(old.ids, op.ids) and torch.equal(old.clusters, op.clusters)
+    new = voda_contributors(v, pix, VodaConfig(K_max=256))
+    assert not torch.equal(new.clusters, op.clusters)
+    assert torch.equal(new.ids, op.ids)
