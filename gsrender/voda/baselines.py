@@ -35,6 +35,11 @@ FEATURE_DIM = 16
 KNN_K = 5            # Gaussian Grouping's reg3d_k (its neighbour set includes the point itself)
 KNN_SAMPLES = 800    # Gaussians sampled per iteration for the 3D regulariser
 KNN_LAMBDA = 2.0     # Gaussian Grouping's reg3d_lambda_val (the loss is divided by n_classes)
+# Gaussian Grouping's max_points: above this many Gaussians each application of the 3D term draws
+# this many at random and takes its sample and their neighbours among them (all-pairs neighbours
+# of a million-Gaussian model would take hours); at or below it the neighbours of every Gaussian
+# are found once, the same as drawing the whole set each time
+KNN_MAX_POINTS = 200_000
 VIEW_NOISE = 0.5     # norm of the per-view perturbation of a mask's unit embedding
 # Gaussian Grouping as released (lkeab/gaussian-grouping, config/gaussian_dataset/train.json:
 # num_classes 256, reg3d_interval 5, reg3d_k 5, reg3d_lambda_val 2, reg3d_sample_size 1000;
@@ -113,20 +118,35 @@ class GroupingBaseline(IdentityBaseline):
     def __init__(self, n_gaussians: int, n_classes: int, means: torch.Tensor,
                  dim: int = FEATURE_DIM, seed: int = 0, k: int = KNN_K,
                  samples: int = KNN_SAMPLES, weight: float = KNN_LAMBDA, every: int = 1,
-                 ce_scale: float = 1.0):
+                 ce_scale: float = 1.0, max_points: int = KNN_MAX_POINTS):
         super().__init__(n_gaussians, n_classes, dim, seed, ce_scale)
         if means.shape != (n_gaussians, 3):
             raise ValueError(f"means must have shape [{n_gaussians}, 3], got {tuple(means.shape)}")
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
-        self.neighbours = knn(means.detach().float(), k)  # frozen geometry: computed once
+        if max_points < k:
+            raise ValueError(f"max_points must be >= k ({k}), got {max_points}")
+        self.means, self.k, self.max_points = means.detach().float(), int(k), int(max_points)
+        # frozen geometry: every Gaussian's neighbours once, or per application above max_points
+        self.neighbours = knn(self.means, k) if n_gaussians <= max_points else None
         self.samples, self.weight, self.reg_every = samples, weight, int(every)
+
+    def _sample(self, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """[S] sampled Gaussians and [S, k] their nearest (itself first), as Gaussian Grouping
+        draws them."""
+        n = self.features.shape[0]
+        if self.neighbours is not None:
+            idx = torch.randperm(n, generator=gen)[:self.samples]
+            return idx, self.neighbours.index_select(0, idx)
+        pool = torch.randperm(n, generator=gen)[:self.max_points]
+        idx = pool[torch.randperm(pool.numel(), generator=gen)[:self.samples]]
+        near = torch.cdist(self.means[idx], self.means[pool]).topk(self.k, largest=False).indices
+        return idx, pool[near]
 
     def regularizer(self, gen: torch.Generator) -> torch.Tensor:
         """weight/n_classes · mean over sampled Gaussians j and neighbours m of KL(P_j ‖ P_m)."""
-        idx = torch.randperm(self.features.shape[0], generator=gen)[:self.samples]
+        idx, nb = self._sample(gen)  # [S], [S, k]
         p = self.class_scores(self.features.index_select(0, idx))  # [S, C]
-        nb = self.neighbours.index_select(0, idx)  # [S, k]
         q = self.class_scores(self.features.index_select(0, nb.reshape(-1))).view(*nb.shape, -1)
         kl = (p[:, None] * (torch.log(p[:, None] + 1e-10) - torch.log(q + 1e-10))).sum(-1)
         return self.weight * kl.mean() / p.shape[-1]

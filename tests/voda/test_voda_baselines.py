@@ -57,6 +57,29 @@ def test_grouping_regularizer_is_the_neighbour_kl():
         GroupingBaseline(5, 3, means[:4])
 
 
+def test_grouping_regularizer_above_max_points_draws_a_pool_as_released():
+    """Above max_points each application draws max_points Gaussians, samples among them and finds
+    the neighbours among them (Gaussian Grouping's loss_cls_3d); no neighbour table is kept."""
+    gen = torch.Generator().manual_seed(1)
+    means = torch.rand(60, 3, generator=gen)
+    b = GroupingBaseline(60, 4, means, seed=0, k=3, samples=7, max_points=25)
+    assert b.neighbours is None
+    reg = b.regularizer(torch.Generator().manual_seed(5))
+    g = torch.Generator().manual_seed(5)
+    pool = torch.randperm(60, generator=g)[:25]
+    idx = pool[torch.randperm(25, generator=g)[:7]]
+    d = ((means[idx][:, None] - means[pool][None]) ** 2).sum(-1)  # [7, 25]
+    nb = pool[d.argsort(1)[:, :3]]
+    assert (nb[:, 0] == idx).all()  # itself first
+    P = b.class_scores().detach()
+    kl = (P[idx][:, None] * (P[idx][:, None].log() - P[nb].log())).sum(-1).mean()
+    torch.testing.assert_close(reg, 2.0 * kl / 4, rtol=1e-5, atol=1e-7)
+    # at or below max_points: the table of every Gaussian's neighbours, as before
+    assert GroupingBaseline(60, 4, means, k=3, max_points=60).neighbours.shape == (60, 3)
+    with pytest.raises(ValueError, match="max_points"):
+        GroupingBaseline(60, 4, means, k=3, max_points=2)
+
+
 def test_distill_targets_depend_on_the_view():
     b = DistillBaseline(10, 3, seed=0, n_views=4)
     t = b.targets  # [V, C, D] unit
