@@ -21,7 +21,7 @@ export MAX_JOBS ?= $(shell nproc)
 # every copy in CI (whose binaries must run on any x86-64, and whose suite runs each copy).
 export GSRENDER_CPU_ISA_BUILD ?= $(if $(CI),all,host)
 
-.PHONY: setup setup-test build build-profile demo test test-fast bench bench-real browser lint clean
+.PHONY: setup setup-test build build-profile demo test test-fast bench bench-real voda-real loc-real browser lint clean
 
 # The build tools and torch (pinned: the project's dependency says only "torch").
 $(VENV)/.tools:
@@ -120,6 +120,17 @@ BENCH_REAL_OUT ?= out/bench_real
 bench-real: build $(VENV)/.deps-sfm
 	PYTHON=$(PY) scripts/bench_real.sh $(SCENE) $(BENCH_REAL_OUT) $(if $(STEPS),--steps $(STEPS)) \
 	  $(if $(filter 1,$(QUICK)),--quick)
+
+# The applications on the real scene (studies/voda/REPORT.md, studies/loc/REPORT.md): both use the
+# 7,000-step model bench-real trains (pinned to that iteration), trained first when out/ lacks it.
+# voda-real: the removal study (3 seeds, ~1 h on 2 quiet cores); loc-real: localization.
+REAL_MODEL = $(BENCH_REAL_OUT)/model/bonsai/point_cloud/iteration_7000/point_cloud.ply
+$(REAL_MODEL):
+	$(MAKE) bench-real SCENE=$(DATA_ROOT)/bonsai/images
+voda-real: build setup-test $(REAL_MODEL)
+	$(PY) -m studies.voda.real_removal --scene $(BENCH_REAL_OUT)/bonsai --model $(BENCH_REAL_OUT)/model/bonsai
+loc-real: build setup-test $(REAL_MODEL)
+	$(PY) studies/loc/real.py --scene $(BENCH_REAL_OUT)/bonsai --model $(BENCH_REAL_OUT)/model/bonsai
 
 lint: setup-test
 	$(VENV)/bin/ruff check gsrender tests benchmarks scripts examples tools studies

@@ -14,6 +14,9 @@ from gsrender.voda.select import select_object
 from gsrender.voda.train import project_views, render_features
 
 KEYS = ("rde", "nrde", "collateral", "gaussian_iou", "recall_q1", "miou", "boundary_iou")
+# the per-object removal figures evaluate averages (and keeps per object)
+OBJECT_KEYS = ("rde", "rde_raw", "nrde", "rde_change", "nrde_change", "collateral", "gaussian_iou",
+               "recall_q1")
 
 
 @dataclass
@@ -51,7 +54,8 @@ def selections(baseline, objects, readout: torch.Tensor | None = None) -> list[t
 def evaluate(model: GaussianModel, baseline, ev: EvalViews, objects=None,
              readout: torch.Tensor | None = None) -> dict:
     """Mean over objects (1..n by default) of the removal metrics, and the 2D mIoU / boundary
-    IoU of the baseline's segmentation of its rendered feature maps on the eval views.
+    IoU of the baseline's segmentation of its rendered feature maps on the eval views; "objects":
+    each object's own removal figures {id: {key: value}}.
     readout [N, n_classes]: label shares (gsrender.voda.agreement) that the selection must agree
     with."""
     objects = list(ev.expected) if objects is None else list(objects)
@@ -62,9 +66,9 @@ def evaluate(model: GaussianModel, baseline, ev: EvalViews, objects=None,
                                       ev.masks == k, full=ev.full, expected=ev.expected[k],
                                       contribution=ev.contribution,
                                       seen=None if ev.seen is None else ev.seen[k]))
-    out = {key: sum(r[key] for r in rows) / max(len(rows), 1)
-           for key in ("rde", "rde_raw", "nrde", "collateral", "gaussian_iou", "recall_q1",
-                       *(("rde_seen", "nrde_seen") if ev.seen is not None else ()))}
+    keys = (*OBJECT_KEYS, *(("rde_seen", "nrde_seen") if ev.seen is not None else ()))
+    out = {key: sum(r[key] for r in rows) / max(len(rows), 1) for key in keys}
+    out["objects"] = {k: {key: r[key] for key in keys} for k, r in zip(objects, rows)}
     with torch.no_grad():
         seg = torch.cat([baseline.segment(render_features(m, baseline.features, ev.width,
                                                           ev.height)) for m in ev.metas])

@@ -97,8 +97,9 @@ def _mean(rows: list[dict]) -> dict:
     return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
 
 
-def scene_methods(ts: T.TrainedScene, p: dict, methods) -> dict:
-    """Every row of one scene: metrics, its [agree] readout, and the diagnostics."""
+def scene_methods(ts: T.TrainedScene, p: dict, methods, keep: dict | None = None) -> dict:
+    """Every row of one scene: metrics, its [agree] readout, and the diagnostics. keep: a dict to
+    receive each row's selection per object (method -> [bool [N] per object 1..n])."""
     sc = Scene(ts, VodaConfig(**p["voda"]))
     te, tr, n = ts.test, ts.train, ts.n_objects
     sc.ev.seen = {k: seen_surface(*sc.ev.expected[k], te.viewmats, te.Ks, tr.viewmats, tr.Ks,
@@ -123,12 +124,15 @@ def scene_methods(ts: T.TrainedScene, p: dict, methods) -> dict:
             out[m].update(_mean([missed_profile(s, ts.model.object_ids == k, contrib, hidden)
                                  for k, s in zip(objects, sel[m])]))
         print(f"  {m}: {time.perf_counter() - t0:.0f} s", flush=True)
+    if keep is not None:
+        keep.update(sel)
     for m, mem in members.items():
         b = base_name(m)
         if b in sel:
             out[m].update(_mean([added_past_stop(sb, sv, mem)
                                  for sb, sv in zip(sel[b], sel[m])]))
     return {"methods": out, "readout_truncated_pixels": truncated,
+            "hidden_share": {k: float(hidden[ts.model.object_ids == k].float().mean()) for k in objects},
             "seen_share": _mean([{"s": float(sc.ev.seen[k][te.labels == k].float().mean())}
                                  for k in objects])["s"]}
 

@@ -77,7 +77,7 @@ DOC_BLOCKS = {"README.md": {"readme", "applications"}, "docs/cpu.md": {"cpu_targ
               "docs/distributed.md": {"distributed", "distributed_check"}, "docs/gallery.md": {"viewer"},
               "docs/cuda_status.md": {"kernel_cases", "kernel_mutants"},
               "docs/testing.md": {"first_run", "build_profile"}, "docs/cameras.md": {"camera_ut"},
-              "studies/voda/REPORT.md": {"voda_trained", "voda_flips", "voda_real_premise",
+              "studies/voda/REPORT.md": {"voda_trained", "voda_flips", "voda_real_premise", "voda_real",
                                          "voda_faithful_headroom_freeze", "voda_faithful"},
               "studies/loc/REPORT.md": {"loc_trained", "loc_tuning", "loc_trained_earlier",
                                         "loc_real"}}

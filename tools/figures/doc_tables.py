@@ -251,19 +251,28 @@ def real_factor_lines(recs: list[tuple[str, dict]]) -> list[str]:
     return lines
 
 
-def real_scene_lines(rec: dict) -> list[str]:
-    """Our held-out metrics beside the published ones, then SfM, training by phase and the
-    held-out PSNR curve."""
+def _real_row(rec: dict) -> str:
     r = rec["result"]
-    ev, tr, sfm = r["eval"], r["train"], r["sfm"]
-    minutes = tr["wall_seconds"] / 60
+    ev, tr = r["eval"], r["train"]
     cpu = tr["machine"].get("cpu") or rec["machine"].get("cpu") or "?"
+    resumed = " (resumed; wall summed over its runs)" if tr.get("resumed") else ""
+    return (f"| {r['scene']} | gsrender train --preset 3dgs, {tr['gaussians_final']:,} Gaussians | "
+            f"{ev['width']}×{ev['height']} | {tr['steps']:,} | {dash(ev['psnr'], '.2f')} | "
+            f"{dash(ev['ssim'], '.3f')} | {dash(ev['lpips'], '.3f') if ev['lpips'] is not None else 'n/a'} | "
+            f"{tr['wall_seconds'] / 60:.0f} min{resumed}, {tr['machine'].get('threads', '?')} threads ({cpu}) |")
+
+
+def real_scene_lines(rec: dict, longer: list[dict] = ()) -> list[str]:
+    """Our held-out metrics beside the published ones (and those of each record in `longer`: the
+    same run resumed to a longer budget), then SfM, training by phase and the held-out PSNR curve
+    of the longest run."""
+    r = rec["result"]
+    sfm = r["sfm"]
     lines = ["| scene | model | image | steps | held-out PSNR (dB) | SSIM | LPIPS | training |",
-             "|---|---|---|---|---|---|---|---|",
-             (f"| {r['scene']} | gsrender train --preset 3dgs, {tr['gaussians_final']:,} Gaussians | "
-              f"{ev['width']}×{ev['height']} | {tr['steps']:,} | {dash(ev['psnr'], '.2f')} | "
-              f"{dash(ev['ssim'], '.3f')} | {dash(ev['lpips'], '.3f') if ev['lpips'] is not None else 'n/a'} | "
-              f"{minutes:.0f} min, {tr['machine'].get('threads', '?')} threads ({cpu}) |")]
+             "|---|---|---|---|---|---|---|---|", _real_row(rec), *map(_real_row, longer)]
+    last = longer[-1] if longer else rec
+    r = last["result"]
+    ev, tr = r["eval"], r["train"]
     for p in r["published"]:
         took = f"{p['minutes']} min ({p['device']})" if p.get("minutes") else "–"
         lines.append(f"| {r['scene']} | {p['method']} (published: {p['source']}) | {p['image']} | "
@@ -282,7 +291,8 @@ def real_scene_lines(rec: dict) -> list[str]:
                    + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()) + f"), peak memory "
                    f"{(tr['peak_rss_mb'] or 0) / 1024:.1f} GB, {tr['gaussians_initial']:,} → "
                    f"{tr['gaussians_final']:,} Gaussians; evaluation on 8-bit renders, "
-                   f"{dash(ev['fps'], '.1f')} FPS at the test size.")]
+                   f"{dash(ev['fps'], '.1f')} FPS at the test size"
+                   + (f" (the {tr['steps']:,}-step run's figures)" if longer else "") + ".")]
     curve = r["train"]["psnr_curve"]["test"]
     if curve:
         lines += ["", "| step | " + " | ".join(f"{s:,}" for s, *_ in curve) + " |",

@@ -273,6 +273,12 @@ def render_readme(results: Path) -> str:
                      f"{tr['wall_seconds'] / 60:.0f} min), held-out PSNR dB / SSIM at {ev['width']}×{ev['height']} "
                      f"(Mip-Splatting, 30k steps at 1559×1039: 32.18 / 0.941) | {ev['psnr']:.2f} / {ev['ssim']:.3f} | "
                      f"`scripts/bench_real.sh`, {cite(r, 'real_bonsai').split(', ', 1)[-1]} |")
+        for path in _real_budgets(results):
+            r = json.loads(path.read_text())
+            ev = r["result"]["eval"]
+            lines.append(f"| the same run resumed to {r['result']['train']['steps']:,} steps: held-out "
+                         f"PSNR dB / SSIM | {ev['psnr']:.2f} / {ev['ssim']:.3f} | "
+                         f"{cite(r, path.stem).split(', ', 1)[-1]} |")
     if (r := load(results, "first_run")) is not None:
         lines.append(f"| fresh clone → `make demo`'s first image, s | {r['demo_first_image_s']:.0f} | "
                      f"{cite(r, 'first_run')} |")
@@ -414,6 +420,25 @@ def render_first_run(results: Path) -> str:
     return "\n".join(doc_tables.first_run_lines(r)) + "\n"
 
 
+def _real_budgets(results: Path) -> list[Path]:
+    """The real scene's records of another step budget (real_bonsai_30000.json: the 7k run
+    resumed to its end), not one-factor changes."""
+    return sorted((p for p in results.glob("real_bonsai_*.json") if p.stem.rsplit("_", 1)[1].isdigit()),
+                  key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+
+
+def render_real_bonsai(results: Path) -> str:
+    """docs/benchmarks.md: the 7k record (doc_tables.real_scene_lines) with a row for each longer
+    budget it was resumed to."""
+    rec = load(results, "real_bonsai")
+    if rec is None:
+        return "(no results file: `make bench-real`)\n"
+    longer = [(p.name, json.loads(p.read_text())) for p in _real_budgets(results)]
+    where = [f"`{rec['command']}`: {_where(rec)}."] + [
+        f"{name}: `{r['command']}`: {_where(r)}." for name, r in longer]
+    return "\n".join([*doc_tables.real_scene_lines(rec, [r for _, r in longer]), "", *where]) + "\n"
+
+
 def render_real_factors(results: Path) -> str:
     """The real scene's one-factor rows: `make bench-real` as it is, then each record of a run
     that changed one factor (real_bonsai_*.json, its `one_factor` says which)."""
@@ -421,11 +446,11 @@ def render_real_factors(results: Path) -> str:
     if main_rec is None:
         return "(no results file: `make bench-real`)\n"
     recs = [("`--preset 3dgs` (screen-size pruning off)", main_rec)]
-    for path in sorted(results.glob("real_bonsai_*.json")):
+    paths = [p for p in sorted(results.glob("real_bonsai_*.json")) if p not in _real_budgets(results)]
+    for path in paths:
         rec = json.loads(path.read_text())
         recs.append((rec["one_factor"].split(":")[0], rec))
-    notes = [f"{path.name}: {json.loads(path.read_text())['one_factor']}."
-             for path in sorted(results.glob("real_bonsai_*.json"))]
+    notes = [f"{path.name}: {json.loads(path.read_text())['one_factor']}." for path in paths]
     return "\n".join([*doc_tables.real_factor_lines(recs), "", *notes]) + "\n"
 
 
@@ -449,7 +474,7 @@ RENDERERS = {"readme": render_readme, "cpu_targets": _table("cpu_targets", _cpu_
              "camera_ut": _table("camera_ut", _camera_ut_lines), "build_profile": render_build_profile,
              "bench_run": _table("bench_run", _bench_run_lines),
              # a real scene from photos: `make bench-real` (scripts/bench_real.sh) writes it
-             "real_bonsai": _table("real_bonsai", doc_tables.real_scene_lines),
+             "real_bonsai": render_real_bonsai,
              "real_bonsai_factors": render_real_factors,
              **STUDY_RENDERERS}
 

@@ -104,6 +104,21 @@ def render_voda_real_premise(results: Path) -> str:
                                f"{rec['machine'].get('cpu', '?')}, commit {rec['commit']}, {rec['date']}.\n")
 
 
+def render_voda_real(results: Path) -> str:
+    """studies/voda/REPORT.md: the removal study on the real bonsai model
+    (studies/voda/real_removal.py): its tables without the title, the command and the machine."""
+    from studies.voda import real_removal
+
+    res = load(results, "voda_real")
+    if res is None:
+        return "(no results file: benchmarks/results/voda_real.json, written by studies/voda/real_removal.py)\n"
+    env = res["env"]
+    return (real_removal.markdown(res).split("\n", 2)[2] + f"\n`{res['command']}` (seeds "
+            f"{' '.join(map(str, res['seeds']))}): {env['cpu']}, {env['cpu_threads']} threads, load "
+            f"{env['loadavg'][0]:.1f} at the end, {res['seconds'] / 60:.0f} min; commit "
+            f"{env['commit'][:12]}, {env['time']}.\n")
+
+
 def _render_voda_faithful(name: str):
     """A renderer of studies/voda/faithful.py's results file `name`: its tables without the title,
     then the command and the machine."""
@@ -176,6 +191,17 @@ def _loc_line(res: dict) -> str:
             f"images, poses and features {r('triangulated', 'recall_2cm2deg')} %.")
 
 
+def _voda_real_line(res: dict) -> str:
+    s = res["summary"]
+    d = s["delta_objects"]
+    cell = lambda key: _pm(d[key]["nrde"]) if key in d else "–"
+    return (f"VODA on the real bonsai model ({res['gaussians']:,} Gaussians, {len(res['objects'])} "
+            f"boxed objects × {len(res['seeds'])} feature-training seeds): paired ΔnRDE "
+            f"{cell('gg+voda − gg')} over Gaussian Grouping, {cell('grouping+voda − grouping')} over "
+            f"the stronger kNN (< 0: VODA better; over objects × seeds); gg − oracle "
+            f"{cell('gg − oracle')}.")
+
+
 def _loc_real_line(res: dict) -> str:
     r = res["results"]
     key = "recall_2cm2deg"  # the synthetic line's threshold, as a fraction of the orbit radius
@@ -206,13 +232,16 @@ def render_applications(results: Path) -> str:
         lines.append(f"  - {line(res)}" if res is not None else f"  - {_missing(name).strip()}")
         if name == "voda_trained" and (faithful := load(results, "voda_faithful")) is not None:
             lines.append(f"  - {_voda_faithful_line(faithful)}")
+    if (res := load(results, "voda_real")) is not None:
+        lines.append(f"  - {_voda_real_line(res)}")
     if (res := load(results, "loc_real")) is not None:
         lines.append(f"  - {_loc_real_line(res)}")
     return "\n".join(lines) + "\n"
 
 
 RENDERERS = {"voda_trained": render_voda, "voda_flips": render_voda_flips,
-             "voda_real_premise": render_voda_real_premise, "voda_faithful": render_voda_faithful,
+             "voda_real_premise": render_voda_real_premise, "voda_real": render_voda_real,
+             "voda_faithful": render_voda_faithful,
              "voda_faithful_headroom_freeze": render_voda_faithful_freeze, "loc_trained": render_loc,
              "loc_tuning": render_loc_tuning, "loc_real": render_loc_real,
              "loc_trained_earlier": render_loc_earlier,
