@@ -188,7 +188,7 @@ def markdown(res: dict) -> str:
     lines = [f"# Removal-3D on the real bonsai model ({res['gaussians']:,} Gaussians, iteration "
              f"{res['iteration']}; {len(res['seeds'])} feature-training seeds × {len(names)} objects)",
              "",
-             f"Objects (true set: the Gaussians whose mean lies in the box): "
+             "Objects (true set: the Gaussians whose mean lies in the box): "
              + ", ".join(f"{v['name']} {v['gaussians']:,} (hidden {100 * v['hidden_share']:.2f} %)"
                          for v in counts.values())
              + f". Views: {res['views']['train']} training cameras, {res['views']['test']} held-out "
