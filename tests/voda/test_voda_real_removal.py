@@ -90,3 +90,23 @@ def test_the_figure_view_shows_the_smallest_object(study):
     smallest = 1 + sizes.index(min(sizes))
     per_view = (labels == smallest).flatten(1).sum(1)
     assert per_view[v] == per_view.max() > 0
+
+
+def test_cutting_a_selection_to_the_true_set(study):
+    rs, rows, sel, _ = study
+    cut = R.true_part(rs, sel)
+    assert set(cut) == set(rs.names)
+    for by in cut.values():
+        assert set(by) == set(METHODS) - {"oracle"}
+        for m, v in by.items():
+            assert all(math.isfinite(v[k]) and v[k] >= 0 for k in ("nrde", "rde_raw", "nrde_change")), m
+    # a selection already inside the true set is its own cut
+    k = 1
+    truth = rs.ts.model.object_ids == k
+    inside = {"gg": [truth & (torch.arange(truth.numel()) % 2 == 0)] * rs.ts.n_objects}
+    again = R.true_part(rs, inside)[rs.names[0]]["gg"]
+    from gsrender.voda import metrics as M
+    te = rs.ts.test
+    direct = M.removal_metrics(rs.ts.model, inside["gg"][0], truth, te.viewmats, te.Ks, rs.ts.width,
+                               rs.ts.height, te.labels == k)
+    assert again["nrde"] == pytest.approx(direct["nrde"], abs=1e-6)

@@ -193,13 +193,14 @@ def _loc_line(res: dict) -> str:
 
 def _voda_real_line(res: dict) -> str:
     s = res["summary"]
-    d = s["delta_objects"]
+    d, by = s["delta_objects"], s.get("delta_by_object", {})
     cell = lambda key: _pm(d[key]["nrde"]) if key in d else "–"
+    per = lambda key: ", ".join(f"{name} {_pm(ds[key]['nrde'])}" for name, ds in by.items() if key in ds)
     return (f"VODA on the real bonsai model ({res['gaussians']:,} Gaussians, {len(res['objects'])} "
-            f"boxed objects × {len(res['seeds'])} feature-training seeds): paired ΔnRDE "
-            f"{cell('gg+voda − gg')} over Gaussian Grouping, {cell('grouping+voda − grouping')} over "
-            f"the stronger kNN (< 0: VODA better; over objects × seeds); gg − oracle "
-            f"{cell('gg − oracle')}.")
+            f"boxed objects × {len(res['seeds'])} feature-training seeds; < 0: VODA better): paired "
+            f"ΔnRDE over Gaussian Grouping {per('gg+voda − gg')} (over seeds), {cell('gg+voda − gg')} "
+            f"over objects × seeds; over the stronger kNN {per('grouping+voda − grouping')}; "
+            f"gg − oracle {cell('gg − oracle')}.")
 
 
 def _loc_real_line(res: dict) -> str:
