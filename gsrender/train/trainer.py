@@ -237,12 +237,15 @@ class Trainer:
         # gradients the mean over all the step's views
         (loss / self.world).backward()
         lap("backward")
-        densifying = prog < cfg.densify_until
-        if densifying and means2d.grad is not None:
-            self.stats.update(means2d.grad, out.meta["radii"], batch[0].width, batch[0].height)
         self.opt.step()
         self.step_count += 1
         lap("optimizer")
+        # the densification window on the step just taken, counted from 1 as 3DGS's loop counts
+        # its iterations: statistics, densification and opacity resets while the step is before
+        # densify_until (3DGS: iteration < 15000, so its last reset is at 12000)
+        densifying = self.progress() < cfg.densify_until
+        if densifying and means2d.grad is not None:
+            self.stats.update(means2d.grad, out.meta["radii"], batch[0].width, batch[0].height)
         event = self._densify_if_due(densifying)
         lap("densify")
         self.train_seconds += time.perf_counter() - t0
@@ -251,7 +254,8 @@ class Trainer:
 
     def _densify_if_due(self, densifying: bool) -> dict | None:
         cfg, sched, event, step = self.cfg, self.sched, None, self.step_count
-        if densifying and self.progress() >= cfg.densify_from and step % sched.densify_every == 0:
+        # after densify_from (3DGS: iteration > 500, so its first densification is at 600)
+        if densifying and self.progress() > cfg.densify_from and step % sched.densify_every == 0:
             # after the first opacity reset interval, also prune Gaussians that grew too large
             large = 0 < sched.opacity_reset_every < step
             event, self.ids, self.order = dens.densify_and_prune(

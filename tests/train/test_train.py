@@ -161,6 +161,22 @@ def test_densify_respects_cap_and_prunes_large(screen_radius, kept):
     assert tr.params["sh_dc"][:, 0, 0].tolist() == kept
 
 
+def test_the_densification_window_counts_steps_as_3dgs_does():
+    """3DGS's loop tests its 1-based iteration i: statistics, densification and opacity resets
+    while i < densify_until, densification from i > densify_from. Scaled: 40 steps, densify every
+    4 from step 8 until step 20, resets every 8 -> densification at 12 and 16 (3DGS: 600 ... 14,900),
+    resets at 8 and 16 (3DGS: 3,000 ... 12,000; none at 20)."""
+    data = _small_data()
+    cfg = TrainConfig(steps=40, sh_degree=0, densify_every=4, densify_from=8 / 40,
+                      densify_until=20 / 40, opacity_reset_every=8)
+    tr = Trainer.from_points(*data.points, data.extent, cfg)
+    while not tr.done():
+        tr.train_step(data.train)
+    densified = [e["step"] for e in tr.log if "opacity_reset" not in e]
+    resets = [e["step"] for e in tr.log if e.get("opacity_reset")]
+    assert densified == [12, 16] and resets == [8, 16]
+
+
 def test_opacity_reset_zeroes_moments():
     tr = _toy_trainer()
     reset_opacity(tr.params, tr.opt, 0.01)

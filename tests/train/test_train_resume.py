@@ -18,11 +18,14 @@ from gsrender.train.run import main as train_main
 from gsrender.train.trainer import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
-# a small synthetic run whose 60 steps cross two densifications and an opacity reset, with every
-# kind of state a checkpoint must carry (random backgrounds, split noise, Adam moments)
+# a small synthetic run whose 60 steps cross densifications and opacity resets before and after
+# the checkpoint it resumes from (densifying while step < 42: at 10, 20, 30, 40; resets at 20,
+# 40), with every kind of state a checkpoint must carry (random backgrounds, split noise, Adam
+# moments)
 RUN = ["--synthetic", "--synthetic-gaussians", "600", "--synthetic-views", "9", "--width", "40",
        "--height", "30", "--sh-degree", "1", "--densify-every", "10", "--densify-from", "0.1",
-       "--opacity-reset-every", "30", "--grad-threshold", "5e-5", "--schedule-steps", "60",
+       "--densify-until", "0.7", "--opacity-reset-every", "20", "--grad-threshold", "5e-5",
+       "--schedule-steps", "60",
        "--eval-every", "0", "--snapshot-every", "0", "--deterministic", "--no-progress",
        "--threads", "2"]
 
