@@ -393,17 +393,29 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
               f"{str(e).splitlines()[0] if str(e) else ''}\n(an error in a collective means that "
               f"another rank exited, failed or did not answer within {comm.timeout_seconds():.0f} s:"
               f" see its log)", file=sys.stderr)
-        # Leave at once: after a peer failure gloo's transport threads stay joinable, and the
-        # interpreter's normal shutdown then aborts now and then ("terminate called without an
-        # active exception", rc -6: seen in 1 of 7 runs of test_failed_rank_stops_the_other...)
-        # instead of returning this rank's rc 1. Nothing is left to write on this path.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        _leave_distributed(1)
+    if rep is not None:
+        _print_summary(rep, data, out)
     if args.distributed:
         dist.destroy_process_group()
-        if rep is None:
-            return 0
+        _leave_distributed(0)
+    if view is not None:
+        view.wait()
+    return 0
+
+
+def _leave_distributed(rc: int) -> None:
+    """End a rank's process at once with rc. gloo's transport threads can stay joinable after its
+    process group is gone (after a peer failure, and now and then after a clean destroy), and the
+    interpreter's normal shutdown then aborts ("terminate called without an active exception",
+    rc -6) instead of returning rc. Everything the run writes is on disk by now; only the
+    streams need flushing."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
+
+
+def _print_summary(rep: dict, data: Dataset, out: Path) -> None:
     print(f"{rep['steps']} steps x {rep['views_per_step']} views in {rep['train_seconds']:.0f} s "
           f"({rep['seconds_per_step']:.3f} s/step), "
           f"{rep['gaussians_initial']} -> {rep['gaussians_final']} Gaussians")
@@ -413,6 +425,3 @@ def main(argv: list[str] | None = None, prog: str = "gsrender train") -> int:
         print(f"held-out PSNR {rep['test']['psnr']:.2f} dB  SSIM {rep['test']['ssim']:.4f}  "
               f"({rep['test']['views']} views)")
     print(f"wrote {out / 'results.json'}, {rep['ply']}")
-    if view is not None:
-        view.wait()
-    return 0
