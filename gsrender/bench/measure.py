@@ -212,6 +212,12 @@ def mean_ci95(vals: list[float]) -> tuple[float, float]:
     return m, t * statistics.stdev(vals) / n ** 0.5
 
 
+def fmt_ci(mc: tuple[float, float], digits: int = 3) -> str:
+    """A mean_ci95 pair as "m ± c" (just "m" when the interval is nan: a single value)."""
+    m, c = mc
+    return f"{m:.{digits}f}" if c != c else f"{m:.{digits}f} ± {c:.{digits}f}"
+
+
 class Timer:
     """Milliseconds of a block: CUDA events on a GPU (the device's own clock), else the monotonic
     perf_counter."""

@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gsrender.bench.measure import env_block, mean_ci95
+from gsrender.bench.measure import env_block, fmt_ci, mean_ci95
 from gsrender.io import atomic
 from gsrender.voda import metrics as M
 from gsrender.voda.agreement import label_shares
@@ -183,13 +183,8 @@ def gate(summary: dict) -> str | None:
         return None
     m, c = d["nrde"]
     ok = c == c and m - c > 0  # one scene (nan interval) cannot pass
-    return (f"Gate (oracle beats gg beyond the interval): ΔnRDE gg − oracle {_fmt(d['nrde'])}: "
+    return (f"Gate (oracle beats gg beyond the interval): ΔnRDE gg − oracle {fmt_ci(d['nrde'])}: "
             f"{'passes' if ok else 'does not pass'}.")
-
-
-def _fmt(mc) -> str:
-    m, c = mc
-    return f"{m:.3f}" if c != c else f"{m:.3f} ± {c:.3f}"  # nan: one scene
 
 
 def markdown(res: dict) -> str:
@@ -197,26 +192,26 @@ def markdown(res: dict) -> str:
     lines = [f"# VODA, one factor at a time ({res['size']}, {s['n']} scenes: splits "
              f"{', '.join(res['splits'])}, seeds {', '.join(map(str, res['seeds']))})", "",
              "Mean ± 95 % interval over scenes. -seen: on the held-out pixels whose exposed "
-             f"surface a training view saw ({_fmt(s['seen_share'])} of the objects' pixels). "
+             f"surface a training view saw ({fmt_ci(s['seen_share'])} of the objects' pixels). "
              "*: against the derived ids. [agree]: the multi-view agreement readout."
              + (f" Object Gaussians hidden from every training view: "
-                f"{_fmt(s['hidden_share_objects'])} (share, mean over a scene's objects)."
+                f"{fmt_ci(s['hidden_share_objects'])} (share, mean over a scene's objects)."
                 if "hidden_share_objects" in s else ""), "",
              *([gate(s), ""] if gate(s) else []),
              "| row | " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * len(HEADERS)]
     name = lambda m: m if s.get("scenes", {}).get(m, s["n"]) == s["n"] else (
         f"{m} ({s['scenes'][m]} scenes)")
     for m, v in s["methods"].items():
-        lines.append(f"| {name(m)} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+        lines.append(f"| {name(m)} | " + " | ".join(fmt_ci(v[k]) for k in METRICS) + " |")
     lines += ["", "| paired difference | " + " | ".join(f"Δ{h}" for h in HEADERS) + " |",
               "|---|" + "---:|" * len(HEADERS)]
     for d, v in s["delta"].items():
-        lines.append(f"| {name(d)} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+        lines.append(f"| {name(d)} | " + " | ".join(fmt_ci(v[k]) for k in METRICS) + " |")
     if "by_split" in s:
         sp = list(s["by_split"])
         lines += ["", "nRDE by split:", "", "| row | " + " | ".join(sp) + " |",
                   "|---|" + "---:|" * len(sp)]
-        lines += [f"| {m} | " + " | ".join(_fmt(s["by_split"][x][m]) if m in s["by_split"][x]
+        lines += [f"| {m} | " + " | ".join(fmt_ci(s["by_split"][x][m]) if m in s["by_split"][x]
                                            else "–" for x in sp) + " |"
                   for m in dict.fromkeys(m for x in sp for m in s["by_split"][x])]
     for title, keys in (("Missed Gaussians of the true set: count per object, shares by "
@@ -227,7 +222,7 @@ def markdown(res: dict) -> str:
         if rows:
             lines += ["", title + ":", "", "| row | " + " | ".join(keys) + " |",
                       "|---|" + "---:|" * len(keys)]
-            lines += [f"| {m} | " + " | ".join(_fmt(v[k]) for k in keys) + " |"
+            lines += [f"| {m} | " + " | ".join(fmt_ci(v[k]) for k in keys) + " |"
                       for m, v in rows.items()]
     lines += ["", "| scene | hidden share (objects) | PSNR test |", "|---|---|---:|"]
     for r in res["rows"]:

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gsrender.bench.measure import env_block, mean_ci95
+from gsrender.bench.measure import env_block, fmt_ci, mean_ci95
 from gsrender.io import atomic
 from gsrender.voda.evaluate import OBJECT_KEYS
 from gsrender.voda.loss import VodaConfig
@@ -181,10 +181,6 @@ def summarise(rows: list[dict], methods, names: list[str]) -> dict:
     return s
 
 
-def _fmt(mc) -> str:
-    return F._fmt(mc)
-
-
 def markdown(res: dict) -> str:
     s = res["summary"]
     names = res["objects"]
@@ -202,24 +198,24 @@ def markdown(res: dict) -> str:
              *([F.gate(s), ""] if F.gate(s) else []),
              "| row | " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * len(HEADERS)]
     for m, v in s["methods"].items():
-        lines.append(f"| {m} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+        lines.append(f"| {m} | " + " | ".join(fmt_ci(v[k]) for k in METRICS) + " |")
     keys = ("nrde", "nrde_change", "rde_raw", "rde_change", "gaussian_iou", "recall_q1")
     heads = ("ΔnRDE", "ΔnRDE-change", "ΔRDE", "ΔRDE-change", "ΔG-IoU*", "Δrec-Q1*")
     lines += ["", "Paired differences over objects × seeds (n pairs):", "",
               "| paired difference | n | " + " | ".join(heads) + " |",
               "|---|---:|" + "---:|" * len(heads)]
     for d, v in s["delta_objects"].items():
-        lines.append(f"| {d} | {v['n']} | " + " | ".join(_fmt(v[k]) for k in keys) + " |")
+        lines.append(f"| {d} | {v['n']} | " + " | ".join(fmt_ci(v[k]) for k in keys) + " |")
     lines += ["", "VODA's paired differences object by object (over seeds):", "",
               "| object | paired difference | n | " + " | ".join(heads) + " |",
               "|---|---|---:|" + "---:|" * len(heads)]
     for name, ds in s.get("delta_by_object", {}).items():
-        lines += [f"| {name} | {d} | {v['n']} | " + " | ".join(_fmt(v[k]) for k in keys) + " |"
+        lines += [f"| {name} | {d} | {v['n']} | " + " | ".join(fmt_ci(v[k]) for k in keys) + " |"
                   for d, v in ds.items()]
     for name, rows in s["objects"].items():
         lines += ["", f"{name} (mean over seeds):", "",
                   "| row | nRDE | nRDE-change | RDE | G-IoU* | rec-Q1* |", "|---|---:|---:|---:|---:|---:|"]
-        lines += [f"| {m} | " + " | ".join(_fmt(v[k]) for k in ("nrde", "nrde_change", "rde_raw",
+        lines += [f"| {m} | " + " | ".join(fmt_ci(v[k]) for k in ("nrde", "nrde_change", "rde_raw",
                                                                 "gaussian_iou", "recall_q1")) + " |"
                   for m, v in rows.items() if not m.endswith(F.AGREE)]
     if res.get("true_part"):
@@ -237,7 +233,7 @@ def markdown(res: dict) -> str:
         lines += ["", "Missed Gaussians of the true set (per object) and their shares by training-view "
                   "contribution quartile (q1 lowest) and hidden:", "",
                   "| row | " + " | ".join(F.MISSED) + " |", "|---|" + "---:|" * len(F.MISSED)]
-        lines += [f"| {m} | " + " | ".join(_fmt(v[k]) for k in F.MISSED) + " |" for m, v in diag.items()]
+        lines += [f"| {m} | " + " | ".join(fmt_ci(v[k]) for k in F.MISSED) + " |" for m, v in diag.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from gsrender.bench.measure import fmt_ci, mean_ci95  # noqa: E402  (after the path insert)
 
 TABLE_METRICS = (("nrde", "nRDE ↓"), ("rde", "RDE ↓"), ("collateral", "collateral ↓"),
                  ("gaussian_iou", "Gaussian IoU ↑"), ("recall_q1", "recall Q1 ↑"),
@@ -30,27 +31,22 @@ SWEEP_AXES = {"size": "object size scale (shell spacing / τ_rel·z ≈ 0.7 × s
               "k_max": "K_max (contributors per pixel)"}
 
 
-def _fmt(mc, digits=3) -> str:
-    m, c = mc
-    return f"{m:.{digits}f}" if math.isnan(c) else f"{m:.{digits}f} ± {c:.{digits}f}"
-
-
 def tables(results: dict) -> str:
     out = []
     for st, per_split in results["summary"].items():
         for sp, summ in per_split.items():
             out += [(f"#### structure {st}, split {sp} ({summ['n']} scenes, hidden share of the "
-                    f"object Gaussians {_fmt(summ['hidden_share'], 2)})"), "",
+                    f"object Gaussians {fmt_ci(summ['hidden_share'], 2)})"), "",
                     "| method | " + " | ".join(h for _, h in TABLE_METRICS) + " |",
                     "|---|" + "---:|" * len(TABLE_METRICS)]
             for m, s in summ["methods"].items():
                 out.append(f"| {m} | " + " | ".join(
-                    _fmt(s[k], 1 if k == "iter_ms" else 3) for k, _ in TABLE_METRICS) + " |")
+                    fmt_ci(s[k], 1 if k == "iter_ms" else 3) for k, _ in TABLE_METRICS) + " |")
             out += ["", ("| paired difference (VODA − same baseline) | ΔnRDE | ΔRDE | "
                          "Δcollateral | Δrecall Q1 | ΔmIoU |"), "|---|---:|---:|---:|---:|---:|"]
             for m, s in summ["methods"].items():
                 if "delta" in s:
-                    out.append(f"| {m} | " + " | ".join(_fmt(s["delta"][k]) for k in (
+                    out.append(f"| {m} | " + " | ".join(fmt_ci(s["delta"][k]) for k in (
                         "nrde", "rde", "collateral", "recall_q1", "miou")) + " |")
             out.append("")
     return "\n".join(out)
@@ -150,7 +146,6 @@ def compare(a: dict, st_a: str, b: dict, st_b: str, split: str = "isolated") -> 
     """Markdown: per method both runs hold, the nRDE / recall Q1 of structure st_a (run a) and
     st_b (run b) on the seeds both have, and the paired per-seed difference b − a (mean ± 95 %
     interval); also the paired VODA gain of each, to show whether st_a stands in for st_b."""
-    from gsrender.bench.measure import mean_ci95
 
     ra = {r["seed"]: r for r in a["main"][st_a][split]}
     rb = {r["seed"]: r for r in b["main"][st_b][split]}
@@ -160,24 +155,24 @@ def compare(a: dict, st_a: str, b: dict, st_b: str, split: str = "isolated") -> 
     methods = [m for m in rb[seeds[0]] if isinstance(rb[seeds[0]][m], dict) and m in ra[seeds[0]]]
     hid = [(ra[s]["hidden_share"], rb[s]["hidden_share"]) for s in seeds]
     out = [f"{st_a} → {st_b}, split {split}, seeds {', '.join(map(str, seeds))}; hidden share of "
-           f"the object {_fmt(mean_ci95([h[0] for h in hid]), 3)} → "
-           f"{_fmt(mean_ci95([h[1] for h in hid]), 3)}", "",
+           f"the object {fmt_ci(mean_ci95([h[0] for h in hid]), 3)} → "
+           f"{fmt_ci(mean_ci95([h[1] for h in hid]), 3)}", "",
            f"| method | nRDE {st_a} | nRDE {st_b} | paired Δ ({st_b} − {st_a}) | recall Q1 {st_a} | "
            f"recall Q1 {st_b} | iter ms {st_a} | iter ms {st_b} |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     col = lambda rows, m, k: mean_ci95([rows[s][m][k] for s in seeds])
     for m in methods:
         d = mean_ci95([rb[s][m]["nrde"] - ra[s][m]["nrde"] for s in seeds])
-        out.append(f"| {m} | {_fmt(col(ra, m, 'nrde'))} | {_fmt(col(rb, m, 'nrde'))} | {_fmt(d)} | "
-                   f"{_fmt(col(ra, m, 'recall_q1'), 2)} | {_fmt(col(rb, m, 'recall_q1'), 2)} | "
-                   f"{_fmt(col(ra, m, 'iter_ms'), 0)} | {_fmt(col(rb, m, 'iter_ms'), 0)} |")
+        out.append(f"| {m} | {fmt_ci(col(ra, m, 'nrde'))} | {fmt_ci(col(rb, m, 'nrde'))} | {fmt_ci(d)} | "
+                   f"{fmt_ci(col(ra, m, 'recall_q1'), 2)} | {fmt_ci(col(rb, m, 'recall_q1'), 2)} | "
+                   f"{fmt_ci(col(ra, m, 'iter_ms'), 0)} | {fmt_ci(col(rb, m, 'iter_ms'), 0)} |")
     out += ["", f"| paired VODA gain in nRDE (VODA − same baseline) | {st_a} | {st_b} |",
             "|---|---:|---:|"]
     for m in methods:
         base = m.removesuffix("+voda")
         if m.endswith("+voda") and base in methods:
             g = [mean_ci95([r[s][m]["nrde"] - r[s][base]["nrde"] for s in seeds]) for r in (ra, rb)]
-            out.append(f"| {m} | {_fmt(g[0])} | {_fmt(g[1])} |")
+            out.append(f"| {m} | {fmt_ci(g[0])} | {fmt_ci(g[1])} |")
     return "\n".join(out)
 
 

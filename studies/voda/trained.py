@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gsrender.bench.measure import env_block, mean_ci95
+from gsrender.bench.measure import env_block, fmt_ci, mean_ci95
 from gsrender.io import atomic
 from gsrender.voda.baselines import VotingBaseline, make_baseline
 from gsrender.voda.evaluate import EvalViews, evaluate
@@ -177,31 +177,26 @@ def summarise(rows: list[dict], methods) -> dict:
     return out
 
 
-def _fmt(mc) -> str:
-    m, c = mc
-    return f"{m:.3f}" if c != c else f"{m:.3f} ± {c:.3f}"  # nan: one scene
-
-
 def markdown(res: dict) -> str:
     s = res["summary"]
     lines = [f"# VODA on trained 3DGS models ({res['size']}, {s['n']} scenes: splits "
              f"{', '.join(res['splits'])}, seeds {', '.join(map(str, res['seeds']))})", "",
-             f"Held-out PSNR of the trained models {_fmt(s['psnr_test'])} dB; trained Gaussians "
-             f"{_fmt(s['gaussians'])}; hidden share of object Gaussians "
-             f"{_fmt(s['hidden_share_objects'])}; ground-truth Gaussians seen in ≥ 3 training "
-             f"views (of those seen) {_fmt(s['coverage_ge3'])}.", "",
+             f"Held-out PSNR of the trained models {fmt_ci(s['psnr_test'])} dB; trained Gaussians "
+             f"{fmt_ci(s['gaussians'])}; hidden share of object Gaussians "
+             f"{fmt_ci(s['hidden_share_objects'])}; ground-truth Gaussians seen in ≥ 3 training "
+             f"views (of those seen) {fmt_ci(s['coverage_ge3'])}.", "",
              "Mean ± 95 % interval over scenes. RDE≤1: per-pixel error capped at 1; RDE: mean "
              "over the mask of |D_removed − D_gt| / D_gt, holes 1. *: against the trained "
              "Gaussians' derived ids (nearest ground-truth Gaussian).", "",
              "| method | " + " | ".join(HEADERS) + " | it ms |",
              "|---|" + "---:|" * (len(HEADERS) + 1)]
     for m, v in s["methods"].items():
-        lines.append(f"| {m} | " + " | ".join(_fmt(v[k]) for k in METRICS) +
+        lines.append(f"| {m} | " + " | ".join(fmt_ci(v[k]) for k in METRICS) +
                      f" | {v['iter_ms'][0]:.0f} |")
     lines += ["", "| paired difference | " + " | ".join(f"Δ{h}" for h in HEADERS) + " |",
               "|---|" + "---:|" * len(HEADERS)]
     for d, v in s["delta"].items():
-        lines.append(f"| {d} | " + " | ".join(_fmt(v[k]) for k in METRICS) + " |")
+        lines.append(f"| {d} | " + " | ".join(fmt_ci(v[k]) for k in METRICS) + " |")
     if len(res.get("by_split", {})) > 1:
         lines += ["", "Per split, mean ± 95 % interval over its scenes:", "",
                   "| split | scenes | " + " | ".join(f"{m} nRDE" for m in s["methods"]) + " | " +
@@ -209,8 +204,8 @@ def markdown(res: dict) -> str:
                   "|---|---:|" + "---:|" * (len(s["methods"]) + len(s["delta"]))]
         for sp, b in res["by_split"].items():
             lines.append(f"| {sp} | {b['n']} | " +
-                         " | ".join(_fmt(b["methods"][m]["nrde"]) for m in s["methods"]) + " | " +
-                         " | ".join(_fmt(b["delta"][d]["nrde"]) for d in s["delta"]) + " |")
+                         " | ".join(fmt_ci(b["methods"][m]["nrde"]) for m in s["methods"]) + " | " +
+                         " | ".join(fmt_ci(b["delta"][d]["nrde"]) for d in s["delta"]) + " |")
     lines += ["", "| scene | PSNR test | Gaussians | hidden share (objects) | coverage ≥ 3 |",
               "|---|---:|---:|---:|---:|"]
     for r in res["rows"]:
