@@ -104,18 +104,37 @@ def test_the_real_scene_table_takes_its_figures_from_the_record():
     r = rec["result"]
     assert f"| {r['eval']['psnr']:.2f} | {r['eval']['ssim']:.3f} |" in text
     assert f"{r['train']['gaussians_final']:,} Gaussians" in text and "32.18" in text
-    assert all(f"{p:.2f}" in text for _, p, *_ in r["train"]["psnr_curve"]["test"])
     assert f"{r['sfm']['registered']} of {r['sfm']['photos']} photos" in text
+
+
+def test_a_longer_budget_is_a_second_row_and_its_curve_is_tabled_ten_evaluations_a_row(tmp_path):
+    rec = json.loads((report.RESULTS / "real_bonsai.json").read_text())
+    (tmp_path / "real_bonsai.json").write_text(json.dumps(rec))
+    longer = json.loads(json.dumps(rec))
+    tr = longer["result"]["train"]
+    tr["steps"], tr["gaussians_final"] = 30000, 1_234_567
+    tr["psnr_curve"]["test"] = [[1000 * i, 20 + i / 8] for i in range(1, 31)]
+    longer["result"]["eval"]["psnr"] = 31.23
+    (tmp_path / "real_bonsai_30000.json").write_text(json.dumps(longer))
+    text = report.RENDERERS["real_bonsai"](tmp_path)
+    assert f"| {rec['result']['eval']['psnr']:.2f} |" in text and "| 31.23 |" in text
+    assert "1,234,567 Gaussians" in text and "(the 30,000-step run's figures)" in text
+    heads = [line for line in text.splitlines() if line.startswith("| step |")]
+    assert [h.count("|") - 2 for h in heads] == [10, 10, 10]
+    assert all(f"{20 + i / 8:.2f}" in text for i in range(1, 31))
+    assert report.RENDERERS["real_bonsai_factors"](tmp_path).count("\n| ") == 1  # not a factor row
 
 
 def test_the_real_scene_factor_rows_come_from_each_record():
     text = report.RENDERERS["real_bonsai_factors"](report.RESULTS)
-    for path in [report.RESULTS / "real_bonsai.json", *sorted(report.RESULTS.glob("real_bonsai_*.json"))]:
+    factors = [p for p in sorted(report.RESULTS.glob("real_bonsai_*.json"))
+               if p not in report.real_budgets(report.RESULTS)]
+    for path in [report.RESULTS / "real_bonsai.json", *factors]:
         rec = json.loads(path.read_text())
         r = rec["result"]
         assert f"| {r['eval']['psnr']:.2f} / {r['eval']['ssim']:.3f} | {r['train']['gaussians_final']:,} | " \
             f"{rec['commit'][:12]}" in text, path.name
-    assert text.count("\n| ") == 1 + len(list(report.RESULTS.glob("real_bonsai_*.json")))  # data rows
+    assert text.count("\n| ") == 1 + len(factors)  # data rows
 
 
 def _wrap(folder: Path, name: str, result: dict) -> None:

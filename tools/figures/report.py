@@ -273,7 +273,7 @@ def render_readme(results: Path) -> str:
                      f"{tr['wall_seconds'] / 60:.0f} min), held-out PSNR dB / SSIM at {ev['width']}×{ev['height']} "
                      f"(Mip-Splatting, 30k steps at 1559×1039: 32.18 / 0.941) | {ev['psnr']:.2f} / {ev['ssim']:.3f} | "
                      f"`scripts/bench_real.sh`, {cite(r, 'real_bonsai').split(', ', 1)[-1]} |")
-        for path in _real_budgets(results):
+        for path in real_budgets(results):
             r = json.loads(path.read_text())
             ev = r["result"]["eval"]
             lines.append(f"| the same run resumed to {r['result']['train']['steps']:,} steps: held-out "
@@ -420,7 +420,7 @@ def render_first_run(results: Path) -> str:
     return "\n".join(doc_tables.first_run_lines(r)) + "\n"
 
 
-def _real_budgets(results: Path) -> list[Path]:
+def real_budgets(results: Path) -> list[Path]:
     """The real scene's records of another step budget (real_bonsai_30000.json: the 7k run
     resumed to its end), not one-factor changes."""
     return sorted((p for p in results.glob("real_bonsai_*.json") if p.stem.rsplit("_", 1)[1].isdigit()),
@@ -433,7 +433,7 @@ def render_real_bonsai(results: Path) -> str:
     rec = load(results, "real_bonsai")
     if rec is None:
         return "(no results file: `make bench-real`)\n"
-    longer = [(p.name, json.loads(p.read_text())) for p in _real_budgets(results)]
+    longer = [(p.name, json.loads(p.read_text())) for p in real_budgets(results)]
     where = [f"`{rec['command']}`: {_where(rec)}."] + [
         f"{name}: `{r['command']}`: {_where(r)}." for name, r in longer]
     return "\n".join([*doc_tables.real_scene_lines(rec, [r for _, r in longer]), "", *where]) + "\n"
@@ -446,7 +446,7 @@ def render_real_factors(results: Path) -> str:
     if main_rec is None:
         return "(no results file: `make bench-real`)\n"
     recs = [("`--preset 3dgs` (screen-size pruning off)", main_rec)]
-    paths = [p for p in sorted(results.glob("real_bonsai_*.json")) if p not in _real_budgets(results)]
+    paths = [p for p in sorted(results.glob("real_bonsai_*.json")) if p not in real_budgets(results)]
     for path in paths:
         rec = json.loads(path.read_text())
         recs.append((rec["one_factor"].split(":")[0], rec))
