@@ -5,7 +5,7 @@
 #   make bench-real [SCENE=../shared/data/bonsai/images] [BENCH_REAL_OUT=out/bench_real] [STEPS=N] [QUICK=1]
 #
 # NAME is the photos folder's name, or its parent's when it is called `images`
-# (../shared/data/bonsai/images -> bonsai). Three steps, each skipped when its output is there
+# (../shared/data/bonsai/images -> bonsai). Four steps, the first two skipped when their output is there
 # (delete it to redo):
 #   1. gsrender prepare PHOTOS --out OUT/NAME            (SfM with pycolmap; with --from-model
 #      data/scenes/NAME/sfm_model when the repository has that model: undistortion only)
@@ -43,7 +43,7 @@ SCENE=$OUT/$NAME
 MODEL=$OUT/model/$NAME
 step() { echo; echo "== $* ($(date -u +%H:%M:%S) UTC)"; }
 
-step "1/3 prepare $PHOTOS -> $SCENE"
+step "1/4 prepare $PHOTOS -> $SCENE"
 if [ -f "$SCENE/prepare.json" ] && [ -d "$SCENE/sparse/0" ]; then
   echo "$SCENE/prepare.json exists: kept"
 else

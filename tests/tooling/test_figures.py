@@ -118,7 +118,7 @@ def test_a_longer_budget_is_a_second_row_and_its_curve_is_tabled_ten_evaluations
     (tmp_path / "real_bonsai_30000.json").write_text(json.dumps(longer))
     text = report.RENDERERS["real_bonsai"](tmp_path)
     assert f"| {rec['result']['eval']['psnr']:.2f} |" in text and "| 31.23 |" in text
-    assert "1,234,567 Gaussians" in text and "(the 30,000-step run's figures)" in text
+    assert "→ 1,234,567 Gaussians" in text and "Resumed to 30,000 steps: " in text
     heads = [line for line in text.splitlines() if line.startswith("| step |")]
     assert [h.count("|") - 2 for h in heads] == [10, 10, 10]
     assert all(f"{20 + i / 8:.2f}" in text for i in range(1, 31))

@@ -267,22 +267,33 @@ def _real_row(rec: dict) -> str:
 CURVE_COLUMNS = 10
 
 
+def _training_sentence(rec: dict, first: bool) -> str:
+    r = rec["result"]
+    ev, tr = r["eval"], r["train"]
+    ph = tr.get("seconds_per_step_by_phase") or {}
+    head = (f"Training: {tr['train_views']} training / {tr['test_views']} held-out views, " if first
+            else f"Resumed to {tr['steps']:,} steps: ")
+    return (head + f"{tr['seconds_per_step']:.2f} s a step ("
+            + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()) + f"), peak memory "
+            f"{(tr['peak_rss_mb'] or 0) / 1024:.1f} GB, {tr['gaussians_initial']:,} → "
+            f"{tr['gaussians_final']:,} Gaussians; evaluation on 8-bit renders, "
+            f"{dash(ev['fps'], '.1f')} FPS at the test size"
+            + (" (a step's seconds averaged over all its runs, whatever else the machine ran at "
+               "the time: an upper bound)" if tr.get("resumed") else "") + ".")
+
+
 def real_scene_lines(rec: dict, longer: list[dict] = ()) -> list[str]:
     """Our held-out metrics beside the published ones (and those of each record in `longer`: the
-    same run resumed to a longer budget), then SfM, training by phase and the held-out PSNR curve
-    of the longest run."""
+    same run resumed to a longer budget), then SfM, training by phase of each, and the held-out
+    PSNR curve of the longest run."""
     r = rec["result"]
     sfm = r["sfm"]
     lines = ["| scene | model | image | steps | held-out PSNR (dB) | SSIM | LPIPS | training |",
              "|---|---|---|---|---|---|---|---|", _real_row(rec), *map(_real_row, longer)]
-    last = longer[-1] if longer else rec
-    r = last["result"]
-    ev, tr = r["eval"], r["train"]
-    for p in r["published"]:
+    for p in (longer[-1] if longer else rec)["result"]["published"]:
         took = f"{p['minutes']} min ({p['device']})" if p.get("minutes") else "–"
         lines.append(f"| {r['scene']} | {p['method']} (published: {p['source']}) | {p['image']} | "
                      f"{p['steps']:,} | {dash(p['psnr'], '.2f')} | {dash(p['ssim'], '.3f')} | – | {took} |")
-    ph = tr.get("seconds_per_step_by_phase") or {}
     sec = sfm.get("seconds") or {}
     sfm_s = sum(sec.values()) if sec else None
     lines += ["", (f"SfM (`gsrender prepare`, pycolmap {sfm.get('pycolmap')}): {sfm['registered']} of "
@@ -291,13 +302,8 @@ def real_scene_lines(rec: dict, longer: list[dict] = ()) -> list[str]:
                    + (f"; scene rebuilt from the committed model in {sfm_s:.0f} s (the SfM's own figures: "
                       f"data/scenes/{r['scene']}/README.md)" if sfm.get("from_model") else
                       f", {sfm_s / 60:.0f} min" if sfm_s else "") + ". "
-                   f"Training: {tr['train_views']} training / {tr['test_views']} held-out views, "
-                   f"{tr['seconds_per_step']:.2f} s a step ("
-                   + ", ".join(f"{k} {v:.3f}" for k, v in ph.items()) + f"), peak memory "
-                   f"{(tr['peak_rss_mb'] or 0) / 1024:.1f} GB, {tr['gaussians_initial']:,} → "
-                   f"{tr['gaussians_final']:,} Gaussians; evaluation on 8-bit renders, "
-                   f"{dash(ev['fps'], '.1f')} FPS at the test size"
-                   + (f" (the {tr['steps']:,}-step run's figures)" if longer else "") + ".")]
+                   + " ".join(_training_sentence(x, i == 0) for i, x in enumerate([rec, *longer])))]
+    r = (longer[-1] if longer else rec)["result"]
     curve = r["train"]["psnr_curve"]["test"]
     for at in range(0, len(curve), CURVE_COLUMNS):  # a table per CURVE_COLUMNS evaluations
         part = curve[at:at + CURVE_COLUMNS]
