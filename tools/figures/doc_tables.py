@@ -286,11 +286,11 @@ def real_scene_lines(rec: dict, longer: list[dict] = ()) -> list[str]:
     """Our held-out metrics beside the published ones (and those of each record in `longer`: the
     same run resumed to a longer budget), then SfM, training by phase of each, and the held-out
     PSNR curve of the longest run."""
-    r = rec["result"]
+    r, last = rec["result"], (longer[-1] if longer else rec)["result"]
     sfm = r["sfm"]
     lines = ["| scene | model | image | steps | held-out PSNR (dB) | SSIM | LPIPS | training |",
              "|---|---|---|---|---|---|---|---|", _real_row(rec), *map(_real_row, longer)]
-    for p in (longer[-1] if longer else rec)["result"]["published"]:
+    for p in last["published"]:
         took = f"{p['minutes']} min ({p['device']})" if p.get("minutes") else "–"
         lines.append(f"| {r['scene']} | {p['method']} (published: {p['source']}) | {p['image']} | "
                      f"{p['steps']:,} | {dash(p['psnr'], '.2f')} | {dash(p['ssim'], '.3f')} | – | {took} |")
@@ -303,8 +303,7 @@ def real_scene_lines(rec: dict, longer: list[dict] = ()) -> list[str]:
                       f"data/scenes/{r['scene']}/README.md)" if sfm.get("from_model") else
                       f", {sfm_s / 60:.0f} min" if sfm_s else "") + ". "
                    + " ".join(_training_sentence(x, i == 0) for i, x in enumerate([rec, *longer])))]
-    r = (longer[-1] if longer else rec)["result"]
-    curve = r["train"]["psnr_curve"]["test"]
+    curve = last["train"]["psnr_curve"]["test"]
     for at in range(0, len(curve), CURVE_COLUMNS):  # a table per CURVE_COLUMNS evaluations
         part = curve[at:at + CURVE_COLUMNS]
         lines += ["", "| step | " + " | ".join(f"{s:,}" for s, *_ in part) + " |",
